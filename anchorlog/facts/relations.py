@@ -1,0 +1,840 @@
+"""Relational facts: the graph IR as tables, the input every Datalog rule in ``anchorlog/queries`` reads.
+
+One function, :func:`tables_from_model`, derives every relation of the fact schema (:data:`SCHEMA`) from a
+:class:`~anchorlog.facts.graph.Model`; :class:`FactDB` stores them in SQLite (through sqlite-utils), shows
+them as pandas DataFrames and asserts them as pyDatalog facts.
+
+Conventions (see docs/facts.md for every relation with example queries):
+
+* ``graph`` columns hold the (sub)graph a node sits in. Several models may share one database; the
+  ``graph`` table's ``model`` column tells them apart. When a graph name is already taken by another model,
+  *every* graph of the new model is named ``"<model>/<graph>"`` in every relation.
+* No NULLs: a missing string is ``''``, a missing number is ``-1`` (e.g. ``node_prop.id`` when the op has no
+  id), booleans are ``0``/``1``.
+* Attribute values: scalars native (``b`` as 0/1, ``i``/``dt`` integers, ``f`` reals, ``s`` text, ``bt``
+  blobs); lists and structured values as compact JSON text (``[1,2]``, no spaces). Shapes likewise
+  (``[1,16]``; ``null`` when the tensor has no shape at all).
+* ``ref_io`` is GE's ``GraphUtils::IsRefFromInput`` evaluated for every output anchor (reference §1.5);
+  ``op_class`` holds GE's node-type sets (reference §1.2) with their exact type strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from anchorlog.errors import AnchorlogError
+from anchorlog.facts.graph import Attr, AttrList, Graph, Model, NamedAttrs, Node, TensorDef, TensorDesc
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+    import sqlite_utils
+
+# --------------------------------------------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------------------------------------------
+# Column types: "symbol" (text), "number" (integer), "value" (any SQLite value: the attribute columns, whose
+# scalars keep their native type so that `node_attr(G, N, "_parent_node_index", _, K)` joins with a number).
+SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
+    "graph": (
+        ("graph", "symbol"),
+        ("model", "symbol"),
+        ("parent_graph", "symbol"),
+        ("parent_node", "symbol"),
+        ("is_root", "number"),
+    ),
+    "node": (("graph", "symbol"), ("name", "symbol"), ("type", "symbol")),
+    "node_prop": (
+        ("graph", "symbol"),
+        ("node", "symbol"),
+        ("pos", "number"),
+        ("id", "number"),
+        ("stream_id", "number"),
+        ("n_in", "number"),
+        ("n_out", "number"),
+    ),
+    "node_attr": (
+        ("graph", "symbol"),
+        ("node", "symbol"),
+        ("key", "symbol"),
+        ("kind", "symbol"),
+        ("value", "value"),
+    ),
+    "data_edge": (
+        ("graph", "symbol"),
+        ("src", "symbol"),
+        ("src_out", "number"),
+        ("dst", "symbol"),
+        ("dst_in", "number"),
+    ),
+    "ctrl_edge": (("graph", "symbol"), ("src", "symbol"), ("dst", "symbol")),
+    "in_anchor": (
+        ("graph", "symbol"),
+        ("node", "symbol"),
+        ("idx", "number"),
+        ("connected", "number"),
+        ("dtype", "symbol"),
+        ("format", "symbol"),
+        ("shape", "symbol"),
+        ("origin_format", "symbol"),
+        ("origin_shape", "symbol"),
+        ("size", "number"),
+        ("name", "symbol"),
+    ),
+    "out_anchor": (
+        ("graph", "symbol"),
+        ("node", "symbol"),
+        ("idx", "number"),
+        ("dtype", "symbol"),
+        ("format", "symbol"),
+        ("shape", "symbol"),
+        ("origin_format", "symbol"),
+        ("origin_shape", "symbol"),
+        ("size", "number"),
+        ("reuse_input", "number"),
+        ("reuse_input_index", "number"),
+        ("name", "symbol"),
+    ),
+    "tensor_attr": (
+        ("graph", "symbol"),
+        ("node", "symbol"),
+        ("io", "symbol"),
+        ("idx", "number"),
+        ("key", "symbol"),
+        ("kind", "symbol"),
+        ("value", "value"),
+    ),
+    "subgraph": (("graph", "symbol"), ("node", "symbol"), ("idx", "number"), ("subgraph", "symbol")),
+    "parent_in": (
+        ("subgraph", "symbol"),
+        ("data_node", "symbol"),
+        ("parent_graph", "symbol"),
+        ("parent_node", "symbol"),
+        ("parent_in", "number"),
+    ),
+    "parent_out": (
+        ("subgraph", "symbol"),
+        ("netoutput", "symbol"),
+        ("net_in", "number"),
+        ("parent_graph", "symbol"),
+        ("parent_node", "symbol"),
+        ("parent_out", "number"),
+    ),
+    "ref_io": (("graph", "symbol"), ("node", "symbol"), ("out_idx", "number"), ("in_idx", "number")),
+    "op_class": (("type", "symbol"), ("cls", "symbol")),
+}
+
+RELATIONS: tuple[str, ...] = tuple(SCHEMA)
+COLUMNS: dict[str, tuple[str, ...]] = {rel: tuple(c for c, _ in cols) for rel, cols in SCHEMA.items()}
+
+# Relations whose rows belong to one graph, and the column naming that graph (what refresh_graph replaces).
+GRAPH_COLUMN: dict[str, str] = {
+    "graph": "graph",
+    "node": "graph",
+    "node_prop": "graph",
+    "node_attr": "graph",
+    "data_edge": "graph",
+    "ctrl_edge": "graph",
+    "in_anchor": "graph",
+    "out_anchor": "graph",
+    "tensor_attr": "graph",
+    "subgraph": "graph",
+    "parent_in": "subgraph",
+    "parent_out": "subgraph",
+    "ref_io": "graph",
+}
+
+# Indexes on the join columns, created after bulk loads.
+INDEXES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "graph": (("graph",), ("model",), ("parent_graph", "parent_node")),
+    "node": (("graph", "name"), ("type",)),
+    "node_prop": (("graph", "node"),),
+    "node_attr": (("graph", "node", "key"), ("key",)),
+    "data_edge": (("graph", "src", "src_out"), ("graph", "dst", "dst_in")),
+    "ctrl_edge": (("graph", "src"), ("graph", "dst")),
+    "in_anchor": (("graph", "node", "idx"),),
+    "out_anchor": (("graph", "node", "idx"),),
+    "tensor_attr": (("graph", "node", "io", "idx", "key"), ("key",)),
+    "subgraph": (("graph", "node"), ("subgraph",)),
+    "parent_in": (("subgraph", "data_node"), ("parent_graph", "parent_node", "parent_in")),
+    "parent_out": (("subgraph", "netoutput", "net_in"), ("parent_graph", "parent_node", "parent_out")),
+    "ref_io": (("graph", "node", "out_idx"), ("graph", "node", "in_idx")),
+    "op_class": (("type",), ("cls",)),
+}
+
+_SQL_TYPE = {"symbol": "TEXT", "number": "INTEGER", "value": ""}
+
+# --------------------------------------------------------------------------------------------------------------
+# GE node-type sets (reference §1.2, node_utils.cc / op_type_utils.cc / mem_layout_conflict_util.cc), as data.
+# --------------------------------------------------------------------------------------------------------------
+OP_CLASSES: dict[str, tuple[str, ...]] = {
+    # NodeUtils type sets
+    "if": ("If", "_If", "StatelessIf"),
+    "while": ("While", "_While", "StatelessWhile"),
+    "case": ("Case",),  # StatelessCase is not in GE's set
+    "for": ("For",),
+    "switch": ("Switch", "RefSwitch"),
+    "merge": ("Merge", "RefMerge"),
+    "enter": ("Enter", "RefEnter"),
+    "next_iteration": ("NextIteration", "RefNextIteration"),
+    "exit": ("Exit", "RefExit"),
+    # NodeUtils::IsMultiBranchControlFlowOp: If ∪ While ∪ For ∪ Switch (Case absent)
+    "multi_branch_control_flow": (
+        "If",
+        "_If",
+        "StatelessIf",
+        "While",
+        "_While",
+        "StatelessWhile",
+        "For",
+        "Switch",
+        "RefSwitch",
+    ),
+    # kConstOpTypes / NodeUtils::IsConst
+    "const": ("Const", "Constant"),
+    # OpTypeUtils
+    "data": ("Data", "RefData", "AippData", "AnnData"),  # IsDataNode (not QueueData)
+    "variable": ("Variable", "VariableV2"),  # IsVariableNode
+    "var_like": ("Variable", "VariableV2", "RefData"),  # IsVarLikeNode
+    "const_like": ("Const", "Constant", "ConstPlaceHolder"),  # OpTypeUtils::IsConstNode
+    "assign_like": (
+        "AssignAdd",
+        "Assign",
+        "AssignSub",
+        "AssignAddVariableOp",
+        "AssignSubVariableOp",
+        "AssignVariableOp",
+    ),
+    "identity_like": ("Identity", "ReadVariableOp"),
+    # IsGraphInputNode = IsDataNode ∪ IsVarLikeNode ∪ IsConstNode
+    "graph_input": (
+        "Data",
+        "RefData",
+        "AippData",
+        "AnnData",
+        "Variable",
+        "VariableV2",
+        "Const",
+        "Constant",
+        "ConstPlaceHolder",
+    ),
+    # MemLayoutConflictUtil::IsConst
+    "layout_const": ("Const", "Constant", "FileConstant", "ConstPlaceHolder"),
+    # NodeUtils::GetConstOpType direct types (a Data fed by one of these is const too: rules recurse)
+    "const_op_type": ("Const", "Constant", "FileConstant"),
+    # GraphUtils::IsRefFromInput step 1 (pass-through types) and step 2 (output 0 reuses input 0)
+    "pass_through": ("NetOutput", "While", "_While", "StatelessWhile"),
+    "ge_local_ref": ("Merge", "Reshape"),
+    # GE-local ops whose output 0 gets reuse_input at Build/CalcOpParam time (known-shape graphs only)
+    "ge_local_reuse_at_build": (
+        "Bitcast",
+        "Flatten",
+        "FlattenV2",
+        "ExpandDims",
+        "ReFormat",
+        "Squeeze",
+        "Unsqueeze",
+        "SqueezeV2",
+        "UnsqueezeV2",
+        "SqueezeV3",
+        "UnsqueezeV3",
+    ),
+    "partitioned_call": ("PartitionedCall", "StatefulPartitionedCall"),
+}
+
+OP_CLASS_ROWS: list[tuple[str, str]] = [(t, cls) for cls, types in OP_CLASSES.items() for t in types]
+
+# Attribute names (reference §1.4–1.5, Appendix A).
+PARENT_NODE_INDEX = "_parent_node_index"
+REFERENCE = "reference"
+IS_UNKNOWN_SHAPE = "_is_unknown_shape"
+GRAPH_UNKNOWN_FLAG = "_graph_unknown_flag"
+INPUT_NAME_KEY, INPUT_NAME_VALUE = "_input_name_key", "_input_name_value"
+OUTPUT_NAME_KEY, OUTPUT_NAME_VALUE = "_output_name_key", "_output_name_value"
+NOPADDING_CONTINUOUS_INPUT = "_no_padding_continuous_input"
+NOPADDING_CONTINUOUS_OUTPUT = "_no_padding_continuous_output"
+OUTPUT_REUSE_INPUT = "_output_reuse_input"
+
+_PASS_THROUGH_TYPES = frozenset(OP_CLASSES["pass_through"])
+
+# --------------------------------------------------------------------------------------------------------------
+# Value encoding
+# --------------------------------------------------------------------------------------------------------------
+_TENSOR_DATA_INLINE = 1024  # bytes of TensorDef data kept inline (hex) in JSON; larger ones give only the length
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON text (no spaces) of a plain or IR value; the form every list/structured fact uses."""
+    return json.dumps(_jsonable(value), separators=(",", ":"), ensure_ascii=False)
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, bytes):
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(v).decode("ascii")
+    if isinstance(v, Attr):
+        return _jsonable(v.value) if v.kind != "list" else _jsonable(v.value.items)
+    if isinstance(v, AttrList):
+        return _jsonable(v.items)
+    if isinstance(v, TensorDesc):
+        d: dict[str, Any] = {"dtype": v.dtype, "shape": v.shape, "layout": v.layout}
+        if v.name:
+            d["name"] = v.name
+        if v.size:
+            d["size"] = v.size
+        if v.reuse_input:
+            d["reuse_input"] = True
+            d["reuse_input_index"] = v.reuse_input_index
+        if v.attrs:
+            d["attrs"] = {k: _jsonable(a) for k, a in v.attrs.items()}
+        return d
+    if isinstance(v, TensorDef):
+        d = {"desc": _jsonable(v.desc), "data_len": len(v.data)}
+        if len(v.data) <= _TENSOR_DATA_INLINE:
+            d["data"] = v.data.hex()
+        return d
+    if isinstance(v, NamedAttrs):
+        return {"name": v.name, "attrs": {k: _jsonable(a) for k, a in v.attrs.items()}}
+    if isinstance(v, Graph):
+        return v.name
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+def attr_fact_value(attr: Attr) -> tuple[str, Any]:
+    """``(kind, value)`` as stored in ``node_attr``/``tensor_attr``: scalars native, the rest JSON text."""
+    kind = attr.kind
+    v = attr.value
+    if kind is None:
+        return "", ""
+    if kind == "b":
+        return kind, 1 if v else 0
+    if kind in ("i", "dt"):
+        return kind, int(v)
+    if kind == "f":
+        return kind, float(v)
+    if kind in ("s", "expression"):
+        return kind, v  # str, or bytes (stored as a BLOB) when not UTF-8
+    if kind == "bt":
+        return kind, bytes(v)
+    return kind, to_json(v)
+
+
+def _shape_json(shape: list[int] | None) -> str:
+    if shape is None:
+        return "null"
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# GE semantics helpers (reference §1.4, §1.5)
+# --------------------------------------------------------------------------------------------------------------
+def _attr_bool(holder: Any, key: str) -> bool:
+    """``AttrUtils::GetBool``: true only for a ``b`` attribute set to true."""
+    a = holder.attrs.get(key)
+    return a is not None and a.kind == "b" and bool(a.value)
+
+
+def _attr_int(holder: Any, key: str) -> int | None:
+    """``AttrUtils::GetInt``: the integer value of an ``i`` (or int-typed) attribute, else None."""
+    a = holder.attrs.get(key)
+    if a is None or a.kind not in ("i", "dt") or isinstance(a.value, bool):
+        return None
+    try:
+        return int(a.value)
+    except (TypeError, ValueError):
+        return None
+
+
+def io_names(node: Node, io: str) -> dict[str, int]:
+    """Input (``io="in"``) or output (``"out"``) names of an op -> anchor index, as GE's OpDesc knows them.
+
+    GE serialises the name maps as op attrs ``_input_name_key``/``_input_name_value`` (and the output pair);
+    when those are absent the names set on the tensor descriptors (``TensorDescriptor.name``) are used.
+    """
+    key_attr, val_attr = (INPUT_NAME_KEY, INPUT_NAME_VALUE) if io == "in" else (OUTPUT_NAME_KEY, OUTPUT_NAME_VALUE)
+    keys = node.attr(key_attr)
+    vals = node.attr(val_attr)
+    names: dict[str, int] = {}
+    if isinstance(keys, list) and isinstance(vals, list):
+        for k, v in zip(keys, vals):
+            if isinstance(k, bytes):
+                k = k.decode("utf-8", "replace")
+            names.setdefault(str(k), int(v))
+        return names
+    descs = node.input_desc if io == "in" else node.output_desc
+    for i, d in enumerate(descs):
+        if d.name:
+            names.setdefault(d.name, i)
+    return names
+
+
+class _ModelIndex:
+    """Parent look-ups computed once per model (``Model.parent_of`` is linear per call)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.root_name = model.graphs[0].name if model.graphs else ""
+        self.graph_by_name = {g.name: g for g in model.graphs}
+        # subgraph name -> (owning graph, owning node, index in the owner's subgraph_names)
+        self.owner: dict[str, tuple[Graph, Node, int]] = {}
+        for g in model.graphs:
+            for n in g.nodes.values():
+                for i, s in enumerate(n.subgraph_names):
+                    if s and s not in self.owner:
+                        self.owner[s] = (g, n, i)
+
+    def is_subgraph_input(self, graph: Graph, node: Node) -> bool:
+        """``NodeUtils::IsSubgraphInput`` (reference §1.4)."""
+        own = self.owner.get(graph.name)
+        if own is None or PARENT_NODE_INDEX not in node.attrs:
+            return False
+        parent_graph, parent, _ = own
+        if _attr_bool(parent, IS_UNKNOWN_SHAPE):
+            if _attr_bool(parent_graph, GRAPH_UNKNOWN_FLAG) or parent_graph.name == self.root_name:
+                return False
+        return True
+
+
+def ref_from_input(index: _ModelIndex, graph: Graph, node: Node, out_idx: int) -> int | None:
+    """GE ``GraphUtils::IsRefFromInput`` for output ``out_idx``: the reused input index, or None."""
+    # 1. pass-through nodes: out[i] is in[i]
+    if node.type in _PASS_THROUGH_TYPES or index.is_subgraph_input(graph, node):
+        return out_idx
+    # 2. GE-local ops whose output 0 is their input 0
+    if node.type in ("Merge", "Reshape") and out_idx == 0:
+        return 0
+    # 3. reference op: the output's name equals a (non-empty) input name
+    if _attr_bool(node, REFERENCE):
+        out_names = io_names(node, "out")
+        out_name = next((n for n, i in out_names.items() if i == out_idx), "")
+        if out_name:
+            in_names = io_names(node, "in")
+            if out_name in in_names:
+                return in_names[out_name]
+    # 4. the output tensor's reuse_input flag
+    if out_idx < len(node.output_desc):
+        td = node.output_desc[out_idx]
+        if td.reuse_input:
+            return td.reuse_input_index
+    # 5. no-padding continuous ops that reuse their input: always input 0 (GE's "history reason")
+    if (_attr_bool(node, NOPADDING_CONTINUOUS_INPUT) or _attr_bool(node, NOPADDING_CONTINUOUS_OUTPUT)) and _attr_bool(
+        node, OUTPUT_REUSE_INPUT
+    ):
+        return 0
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Derivation
+# --------------------------------------------------------------------------------------------------------------
+Tables = dict[str, list[tuple]]
+
+
+def empty_tables() -> Tables:
+    return {rel: [] for rel in SCHEMA}
+
+
+def _graph_rows(
+    index: _ModelIndex, graph: Graph, model_name: str, qual: dict[str, str], t: Tables, *, is_root: bool
+) -> None:
+    """Append every row owned by ``graph`` (all relations but op_class) to ``t``."""
+    gq = qual.get(graph.name, graph.name)
+    own = index.owner.get(graph.name)
+    if own is not None:
+        pg, pn, _ = own
+        t["graph"].append((gq, model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
+    else:
+        t["graph"].append((gq, model_name, "", "", 1 if is_root else 0))
+
+    node_rows = t["node"]
+    prop_rows = t["node_prop"]
+    attr_rows = t["node_attr"]
+    de_rows = t["data_edge"]
+    ce_rows = t["ctrl_edge"]
+    in_rows = t["in_anchor"]
+    out_rows = t["out_anchor"]
+    tattr_rows = t["tensor_attr"]
+    sub_rows = t["subgraph"]
+    ref_rows = t["ref_io"]
+    pin_rows = t["parent_in"]
+    pout_rows = t["parent_out"]
+    is_netoutput_parent = own is not None
+
+    for pos, node in enumerate(graph.nodes.values()):
+        name = node.name
+        node_rows.append((gq, name, node.type))
+        n_in = node.num_inputs
+        n_out = node.num_outputs
+        prop_rows.append(
+            (
+                gq,
+                name,
+                pos,
+                -1 if node.id is None else node.id,
+                -1 if node.stream_id is None else node.stream_id,
+                n_in,
+                n_out,
+            )
+        )
+        for key, a in node.attrs.items():
+            kind, value = attr_fact_value(a)
+            attr_rows.append((gq, name, key, kind, value))
+        inputs = node.inputs
+        n_inputs = len(inputs)
+        for i, src in enumerate(inputs):
+            if src is not None:
+                de_rows.append((gq, src[0], src[1], name, i))
+        for c in node.ctrl_inputs:
+            ce_rows.append((gq, c, name))
+        in_desc = node.input_desc
+        n_desc = len(in_desc)
+        for i in range(n_in):
+            connected = 1 if i < n_inputs and inputs[i] is not None else 0
+            if i < n_desc:
+                td = in_desc[i]
+                shape = _shape_json(td.shape)
+                oshape_attr = td.attrs.get("origin_shape")
+                oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
+                ofmt_attr = td.attrs.get("origin_format")
+                ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
+                in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
+                for key, a in td.attrs.items():
+                    kind, value = attr_fact_value(a)
+                    tattr_rows.append((gq, name, "in", i, key, kind, value))
+            else:
+                in_rows.append((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
+        for i, td in enumerate(node.output_desc):
+            shape = _shape_json(td.shape)
+            oshape_attr = td.attrs.get("origin_shape")
+            oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
+            ofmt_attr = td.attrs.get("origin_format")
+            ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
+            out_rows.append(
+                (
+                    gq,
+                    name,
+                    i,
+                    td.dtype,
+                    td.layout,
+                    shape,
+                    ofmt,
+                    oshape,
+                    td.size,
+                    1 if td.reuse_input else 0,
+                    td.reuse_input_index,
+                    td.name,
+                )
+            )
+            for key, a in td.attrs.items():
+                kind, value = attr_fact_value(a)
+                tattr_rows.append((gq, name, "out", i, key, kind, value))
+        for i in range(n_out):
+            r = ref_from_input(index, graph, node, i)
+            if r is not None:
+                ref_rows.append((gq, name, i, r))
+        for i, s in enumerate(node.subgraph_names):
+            if s:
+                sub_rows.append((gq, name, i, qual.get(s, s)))
+        if is_netoutput_parent:
+            pg, pn, _ = own  # type: ignore[misc]
+            pgq = qual.get(pg.name, pg.name)
+            k = _attr_int(node, PARENT_NODE_INDEX)
+            if k is not None:
+                pin_rows.append((gq, name, pgq, pn.name, k))
+            if node.type == "NetOutput":
+                for i, td in enumerate(in_desc):
+                    k = _attr_int(td, PARENT_NODE_INDEX)
+                    if k is not None:
+                        pout_rows.append((gq, name, i, pgq, pn.name, k))
+
+
+def _scalar_text(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+def tables_from_model(
+    model: Model,
+    model_name: str | None = None,
+    *,
+    graph_names: dict[str, str] | None = None,
+    graphs: Iterable[str] | None = None,
+    include_op_class: bool = True,
+) -> Tables:
+    """Every relation of :data:`SCHEMA` for ``model``: ``{relation: [row tuples in column order]}``.
+
+    ``model_name`` fills ``graph.model`` (default ``model.name`` or ``"model"``); ``graph_names`` maps IR graph
+    names to the names used in the facts (for qualified names in a shared database); ``graphs`` restricts the
+    derivation to those IR graphs (rows owned by them: see :data:`GRAPH_COLUMN`).
+    """
+    name = model_name if model_name is not None else (model.name or "model")
+    qual = graph_names or {}
+    index = _ModelIndex(model)
+    t = empty_tables()
+    only = set(graphs) if graphs is not None else None
+    for gi, g in enumerate(model.graphs):
+        if only is not None and g.name not in only:
+            continue
+        _graph_rows(index, g, name, qual, t, is_root=(gi == 0))
+    if include_op_class:
+        t["op_class"] = list(OP_CLASS_ROWS)
+    return t
+
+
+# --------------------------------------------------------------------------------------------------------------
+# FactDB
+# --------------------------------------------------------------------------------------------------------------
+def _quote(ident: str) -> str:
+    return '"' + ident.replace('"', '""') + '"'
+
+
+class FactDB:
+    """The fact database: SQLite (file or in-memory) holding :data:`SCHEMA` for one or more models.
+
+    Example::
+
+        db = FactDB.from_model(model)                     # in-memory
+        db.frame("node")                                  # DataFrame of node(graph, name, type)
+        db.sql("SELECT dst FROM data_edge WHERE src = ?", ["data"])
+        db.add_model(other, name="m2")                    # a second model in the same database
+        db.refresh_graph(model.root)                      # re-derive one graph after an edit
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:") -> None:
+        import sqlite_utils
+
+        self.path = str(path)
+        self.conn: sqlite3.Connection = sqlite3.connect(self.path)
+        self.db: sqlite_utils.Database = sqlite_utils.Database(self.conn)
+        # model name -> {IR graph name: fact graph name}
+        self.models: dict[str, dict[str, str]] = {}
+        self._indexed = False
+        self._speed_pragmas()
+        self._create_tables()
+        self._load_existing_models()
+
+    # -- construction ----------------------------------------------------------------------------------------
+    @classmethod
+    def from_model(cls, model: Model, path: str | os.PathLike[str] = ":memory:", name: str | None = None) -> FactDB:
+        """A new database holding ``model`` (a file at ``path`` is overwritten)."""
+        p = str(path)
+        if p != ":memory:" and os.path.exists(p):
+            os.remove(p)
+        db = cls(p)
+        db.add_model(model, name=name)
+        return db
+
+    def _speed_pragmas(self) -> None:
+        c = self.conn
+        c.execute("PRAGMA journal_mode=OFF" if self.path == ":memory:" else "PRAGMA journal_mode=MEMORY")
+        c.execute("PRAGMA synchronous=OFF")
+        c.execute("PRAGMA temp_store=MEMORY")
+        c.execute("PRAGMA cache_size=-200000")
+
+    def _create_tables(self) -> None:
+        c = self.conn
+        for rel, cols in SCHEMA.items():
+            coldefs = ", ".join(f"{_quote(col)} {_SQL_TYPE[typ]}".rstrip() for col, typ in cols)
+            c.execute(f"CREATE TABLE IF NOT EXISTS {_quote(rel)} ({coldefs})")
+        if not c.execute("SELECT 1 FROM op_class LIMIT 1").fetchone():
+            c.executemany("INSERT INTO op_class VALUES (?, ?)", OP_CLASS_ROWS)
+        c.commit()
+
+    def _load_existing_models(self) -> None:
+        """Reopened file: recover which fact graph names belong to which model."""
+        for gname, mname in self.conn.execute("SELECT graph, model FROM graph"):
+            m = self.models.setdefault(mname, {})
+            prefix = mname + "/"
+            ir = gname[len(prefix) :] if gname.startswith(prefix) else gname
+            m[ir] = gname
+
+    def create_indexes(self) -> None:
+        """Index the join columns (idempotent) and refresh the planner statistics."""
+        c = self.conn
+        for rel, idxs in INDEXES.items():
+            for cols in idxs:
+                iname = f"idx_{rel}_{'_'.join(cols)}"
+                c.execute(
+                    f"CREATE INDEX IF NOT EXISTS {_quote(iname)} ON {_quote(rel)} ({', '.join(map(_quote, cols))})"
+                )
+        c.execute("ANALYZE")
+        c.commit()
+        self._indexed = True
+
+    # -- models ----------------------------------------------------------------------------------------------
+    def _unique_model_name(self, name: str) -> str:
+        if name not in self.models:
+            return name
+        i = 2
+        while f"{name}_{i}" in self.models:
+            i += 1
+        return f"{name}_{i}"
+
+    def fact_graph_names(self, model: Model, model_name: str) -> dict[str, str]:
+        """IR graph name -> fact graph name for a model about to be added as ``model_name``."""
+        taken = {g for m in self.models.values() for g in m.values()}
+        names = [g.name for g in model.graphs]
+        if not any(n in taken for n in names):
+            return {n: n for n in names}
+        qual = {n: f"{model_name}/{n}" for n in names}
+        clash = [q for q in qual.values() if q in taken]
+        if clash:
+            raise AnchorlogError(f"graph name {clash[0]!r} already in the fact database", model_name)
+        return qual
+
+    def add_model(self, model: Model, name: str | None = None) -> str:
+        """Add ``model``'s facts; returns the model name used (made unique within the database)."""
+        mname = self._unique_model_name(name if name is not None else (model.name or "model"))
+        qual = self.fact_graph_names(model, mname)
+        tables = tables_from_model(model, mname, graph_names=qual, include_op_class=False)
+        self.models[mname] = qual
+        self._insert(tables)
+        self.create_indexes()
+        return mname
+
+    def replace_model(self, model: Model, name: str | None = None) -> str:
+        """Re-derive every fact of a model already in the database (after edits); keeps its graph naming.
+
+        ``name`` defaults to the only model in the database, or ``model.name``."""
+        mname = self._model_name_for(model, name)
+        self._delete_graphs(list(self.models[mname].values()))
+        qual = dict(self.models[mname])
+        for g in model.graphs:  # graphs added by the edit get the same naming scheme
+            if g.name not in qual:
+                qual[g.name] = self._fact_name(mname, g.name)
+        self.models[mname] = {g.name: qual[g.name] for g in model.graphs}
+        self._insert(tables_from_model(model, mname, graph_names=self.models[mname], include_op_class=False))
+        self.conn.commit()
+        return mname
+
+    def refresh_graph(self, graph: Graph | str, model: Model | None = None, name: str | None = None) -> None:
+        """Re-derive the rows owned by one graph (see :data:`GRAPH_COLUMN`) after it was edited.
+
+        Rows of other graphs are kept: use :meth:`replace_model` when an edit changes subgraph ownership."""
+        if isinstance(graph, Graph):
+            model = model or graph.model
+            gname = graph.name
+        else:
+            gname = graph
+        if model is None:
+            raise AnchorlogError(f"refresh_graph({gname!r}) needs the model")
+        mname = self._model_name_for(model, name)
+        qual = self.models[mname]
+        if gname not in qual:
+            qual[gname] = self._fact_name(mname, gname)
+        self._delete_graphs([qual[gname]])
+        self._insert(tables_from_model(model, mname, graph_names=qual, graphs=[gname], include_op_class=False))
+        self.conn.commit()
+
+    def _fact_name(self, mname: str, gname: str) -> str:
+        """Fact name for a graph new to model ``mname``: qualified when the model's graphs are."""
+        qualified = any(v != k for k, v in self.models[mname].items())
+        fact = f"{mname}/{gname}" if qualified else gname
+        if any(fact in m.values() for m in self.models.values()):
+            raise AnchorlogError(f"graph name {fact!r} already in the fact database", mname)
+        return fact
+
+    def _model_name_for(self, model: Model, name: str | None) -> str:
+        if name is not None:
+            if name not in self.models:
+                raise AnchorlogError(f"no model {name!r} in the fact database")
+            return name
+        if len(self.models) == 1:
+            return next(iter(self.models))
+        if model.name in self.models:
+            return model.name
+        raise AnchorlogError("several models in the fact database: say which one (name=...)")
+
+    def _delete_graphs(self, fact_graphs: list[str]) -> None:
+        c = self.conn
+        marks = ", ".join("?" for _ in fact_graphs)
+        for rel, col in GRAPH_COLUMN.items():
+            c.execute(f"DELETE FROM {_quote(rel)} WHERE {_quote(col)} IN ({marks})", fact_graphs)
+
+    def _insert(self, tables: Tables) -> None:
+        c = self.conn
+        for rel, rows in tables.items():
+            if not rows:
+                continue
+            marks = ", ".join("?" for _ in SCHEMA[rel])
+            c.executemany(f"INSERT INTO {_quote(rel)} VALUES ({marks})", rows)
+        c.commit()
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def relations(self) -> tuple[str, ...]:
+        return RELATIONS
+
+    def rows(self, rel: str) -> list[tuple]:
+        """All rows of relation ``rel`` in insertion order."""
+        self._check_rel(rel)
+        return self.conn.execute(f"SELECT * FROM {_quote(rel)} ORDER BY rowid").fetchall()
+
+    def frame(self, rel: str) -> pandas.DataFrame:
+        """Relation ``rel`` as a DataFrame (columns as in :data:`SCHEMA`)."""
+        self._check_rel(rel)
+        return self.sql(f"SELECT * FROM {_quote(rel)} ORDER BY rowid")
+
+    def frames(self) -> dict[str, pandas.DataFrame]:
+        return {rel: self.frame(rel) for rel in RELATIONS}
+
+    def sql(self, query: str, params: Iterable[Any] | dict[str, Any] | None = None) -> pandas.DataFrame:
+        """Run a query; the result as a DataFrame."""
+        import pandas
+
+        cur = self.conn.execute(query, params if params is not None else ())
+        cols = [d[0] for d in cur.description] if cur.description else []
+        return pandas.DataFrame(cur.fetchall(), columns=cols)
+
+    def count(self, rel: str) -> int:
+        self._check_rel(rel)
+        return self.conn.execute(f"SELECT COUNT(*) FROM {_quote(rel)}").fetchone()[0]
+
+    def _check_rel(self, rel: str) -> None:
+        if rel not in SCHEMA:
+            raise AnchorlogError(f"unknown relation {rel!r} (known: {', '.join(RELATIONS)})")
+
+    def to_pydatalog(self, relations: Iterable[str] | None = None) -> None:
+        """Assert the tables as pyDatalog facts: same relation names, same arity, same values."""
+        from pyDatalog import pyDatalog
+
+        for rel in relations if relations is not None else RELATIONS:
+            for row in self.rows(rel):
+                pyDatalog.assert_fact(rel, *row)
+
+    def iter_rows(self, rel: str) -> Iterator[tuple]:
+        self._check_rel(rel)
+        yield from self.conn.execute(f"SELECT * FROM {_quote(rel)} ORDER BY rowid")
+
+    # -- lifetime --------------------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Copy the whole database to a file."""
+        dest = sqlite3.connect(str(path))
+        try:
+            self.conn.backup(dest)
+        finally:
+            dest.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> FactDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FactDB({self.path!r}, models={list(self.models)})"
