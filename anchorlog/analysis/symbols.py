@@ -335,39 +335,70 @@ def _ref_from_other(gr: Graph, n: Node, i: int) -> Anchor | None:
 
 
 # ------------------------------------------------------------------------------------------------ Datalog path
-def symbol_table_datalog(db: FactDB, graph: str | None = None, *, engine: str = "sqlite") -> SymbolTable:
-    """The symbol table from ``queries/symbols.dl`` over a fact database.
+def symbol_table_datalog(
+    db: FactDB, graph: str | None = None, *, engine: str = "sqlite", model: Model | None = None
+) -> SymbolTable:
+    """The symbol table from ``queries/symbols.dl`` over a fact database (``graph``: the mapped graph, default
+    the root; the table covers it and its nested subgraphs).
 
     The partition equals :func:`ref_mapping`'s. Names: the founding anchor of a class formed without unions;
-    for classes joined by a subgraph output or a Merge the root of the largest union member (GE keeps the
-    longer list), ties broken by anchor name. Anchors are listed by node position then in-before-out."""
+    for classes joined by a subgraph output or a Merge the root of the largest member (GE keeps the longer
+    list), ties to the earliest anchor. Anchors are listed in GetAllNodes order, in-anchors first."""
     from anchorlog.queries import Program
 
+    order = node_order(model) if model is not None else node_order_from_db(db)
+    extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(graph,)] if graph is not None else []}
     prog = Program.from_file(SYMBOLS_DL)
-    res = prog.run(db, engine=engine)
+    res = prog.run(db, engine=engine, extra=extra)
     rows = res.rows("anchor_symbol")  # (graph, node, io, idx, symbol, ord)
     st = SymbolTable(graph=graph or "")
-    keep = _graphs_under(db, graph) if graph is not None else None
-    for g, n, io, i, s, _o in sorted(rows, key=lambda r: (r[5], r[1], 0 if r[2] == "in" else 1, r[3])):
-        if keep is not None and g not in keep:
-            continue
+    for g, n, io, i, s, _o in sorted(rows, key=lambda r: (r[5], 0 if r[2] == "in" else 1, r[3])):
         a = (g, n, io, int(i))
         st.anchor_to_symbol[a] = s
         st.symbol_to_anchors.setdefault(s, []).append(a)
     return st
 
 
-def _graphs_under(db: FactDB, graph: str) -> set[str]:
-    rows = db.conn.execute("SELECT graph, parent_graph FROM graph").fetchall()
-    children: dict[str, list[str]] = {}
-    for g, p in rows:
-        children.setdefault(p, []).append(g)
-    out, todo = set(), [graph]
-    while todo:
-        g = todo.pop()
-        if g not in out:
-            out.add(g)
-            todo.extend(children.get(g, []))
+def node_order(model: Model) -> list[tuple[str, str, int]]:
+    """``(graph, node, ordinal)``: every node's position in GE's GetAllNodes order of the root."""
+    return [(g.name, n.name, i) for i, (g, n) in enumerate(all_nodes(model))]
+
+
+def node_order_from_db(db: FactDB) -> list[tuple[str, str, int]]:
+    """:func:`node_order` for a fact database (graphs rebuilt from node/data_edge/ctrl_edge/subgraph rows;
+    every root graph of the database in turn)."""
+    graphs: dict[str, Graph] = {}
+    roots: list[str] = []
+    for g, _m, _pg, _pn, is_root in db.conn.execute("SELECT * FROM graph ORDER BY rowid"):
+        graphs[g] = Graph(g)
+        if is_root:
+            roots.append(g)
+    for g, n, t in db.conn.execute("SELECT graph, name, type FROM node ORDER BY rowid"):
+        if g in graphs:
+            graphs[g].nodes[n] = Node(n, t)
+    for g, s, o, d, i in db.conn.execute("SELECT * FROM data_edge ORDER BY rowid"):
+        node = graphs[g].nodes.get(d) if g in graphs else None
+        if node is not None:
+            while len(node.inputs) <= i:
+                node.inputs.append(None)
+            node.inputs[i] = (s, o)
+    for g, s, d in db.conn.execute("SELECT * FROM ctrl_edge ORDER BY rowid"):
+        node = graphs[g].nodes.get(d) if g in graphs else None
+        if node is not None:
+            node.ctrl_inputs.append(s)
+    for g, n, i, sub in db.conn.execute("SELECT * FROM subgraph ORDER BY graph, node, idx"):
+        node = graphs[g].nodes.get(n) if g in graphs else None
+        if node is not None:
+            while len(node.subgraph_names) <= i:
+                node.subgraph_names.append("")
+            node.subgraph_names[i] = sub
+    out: list[tuple[str, str, int]] = []
+    for r in roots:
+        model = Model("facts", [graphs[r]] + [g for name, g in graphs.items() if name not in roots])
+        for g, n in all_nodes(model):
+            out.append((g.name, n.name, len(out)))
+        for g in list(model.graphs):
+            model.remove_graph(g.name)
     return out
 
 
@@ -385,7 +416,7 @@ def symbol_table(
         from anchorlog.facts.relations import FactDB
 
         db = FactDB.from_model(model_or_db)
-        return symbol_table_datalog(db, graph, engine=engine).as_pair()
+        return symbol_table_datalog(db, graph, engine=engine, model=model_or_db).as_pair()
     if method == "replay":
         raise TypeError("symbol_table(method='replay') needs a Model")
     return symbol_table_datalog(model_or_db, graph, engine=engine).as_pair()
