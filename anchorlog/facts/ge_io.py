@@ -1,0 +1,1734 @@
+"""Reading and writing GE graph dumps (``ge.proto.ModelDef``) as the IR of :mod:`anchorlog.facts.graph`.
+
+Formats: protobuf text (``.pbtxt``/``.txt``, what ``DUMP_GE_GRAPH`` writes) and binary (``.pb``).
+
+* Text is parsed by our own scanner, not by protobuf's pure-Python ``text_format`` (far too slow for
+  100k-node graphs). Dumps laid out the way protobuf's printer writes them (one field per line) take a fast
+  path that turns the text into JSON with a few C-level string passes and lets ``json`` build the tree;
+  anything else (hand-written files, comments, several fields on a line, ``<>`` or ``[]`` syntax) goes
+  through a general tokenizer. Both produce the same generic tree, from which the IR is built.
+* Binary goes through the generated protobuf classes (``ge_ir_pb2``; upb parses in C).
+
+Nothing is lost: every known field the IR does not model is kept in the owner's ``other`` dict (keyed by
+field name, repeated fields as lists, sub-messages as generic trees), fields our schema does not know are
+kept in ``extra`` (text: ``(name, value)`` generic trees; binary: ``("#wire", raw bytes)``) and written back.
+
+Generic tree: a message is a flat list ``[name1, value1, name2, value2, ...]`` in read order; a value is a
+nested list (message), ``str`` (a string literal), ``int``, ``float``, a ``str`` ending in ``"\x01"`` (a bare
+identifier such as an enum name or ``true``; the marker is stripped to get the name), or a byte string:
+``bytes`` or ``{"b": latin-1 text}`` (used for literals that are not UTF-8 or end in ``\x01``).
+
+Proto3 semantics are followed: a scalar field that is absent reads as its zero value (an op without ``id``
+has id 0) and zero values are not written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+from typing import Any
+
+from anchorlog.errors import InputError
+from anchorlog.facts.graph import (
+    Attr,
+    AttrList,
+    Graph,
+    Model,
+    NamedAttrs,
+    Node,
+    TensorDef,
+    TensorDesc,
+)
+
+__all__ = [
+    "read_model",
+    "read_model_text",
+    "read_model_bytes",
+    "write_model",
+    "model_to_text",
+    "model_to_bytes",
+    "parse_text_tree",
+    "format_float",
+    "TEXT_SUFFIXES",
+    "BINARY_SUFFIXES",
+]
+
+TEXT_SUFFIXES = (".pbtxt", ".txt", ".prototxt", ".textproto")
+BINARY_SUFFIXES = (".pb", ".bin", ".om.pb")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Schema facts (names and numbers of ge_ir.proto) used by the text writer and the generic converters
+# ----------------------------------------------------------------------------------------------------------
+DATA_TYPES = (
+    "DT_UNDEFINED DT_FLOAT DT_FLOAT16 DT_INT8 DT_UINT8 DT_INT16 DT_UINT16 DT_INT32 DT_INT64 DT_UINT32 "
+    "DT_UINT64 DT_BOOL DT_DOUBLE DT_STRING DT_DUAL_SUB_INT8 DT_DUAL_SUB_UINT8 DT_COMPLEX64 DT_COMPLEX128 "
+    "DT_QINT8 DT_QINT16 DT_QINT32 DT_QUINT8 DT_QUINT16 DT_RESOURCE DT_STRING_REF DT_DUAL DT_VARIANT DT_BF16 "
+    "DT_INT4 DT_UINT1 DT_INT2 DT_UINT2 DT_COMPLEX32 DT_HIFLOAT8 DT_FLOAT8_E5M2 DT_FLOAT8_E4M3FN "
+    "DT_FLOAT8_E8M0 DT_FLOAT6_E3M2 DT_FLOAT6_E2M3 DT_FLOAT4_E2M1 DT_FLOAT4_E1M2 DT_HIFLOAT4 DT_HIFLOAT4_SCALE"
+).split()
+DTYPE_NUM = {n: i for i, n in enumerate(DATA_TYPES)}
+VAL_TYPES = (
+    "VT_LIST_NONE VT_LIST_STRING VT_LIST_INT VT_LIST_FLOAT VT_LIST_BOOL VT_LIST_BYTES VT_LIST_TENSOR_DESC "
+    "VT_LIST_TENSOR VT_LIST_GRAPH VT_LIST_NAMED_ATTRS VT_LIST_DATA_TYPE"
+).split()
+VAL_TYPE_NUM = {n: i for i, n in enumerate(VAL_TYPES)}
+
+# AttrDef oneof members and ListValue members with their field numbers (text output is in number order).
+ATTR_FIELD_NUM = {
+    "list": 1, "s": 2, "i": 3, "f": 4, "b": 5, "bt": 7, "func": 10, "td": 11, "t": 12, "g": 13,
+    "list_list_int": 14, "dt": 15, "list_list_float": 16, "expression": 17,
+}  # fmt: skip
+LIST_FIELD_NUM = {"s": 2, "i": 3, "f": 4, "b": 5, "bt": 7, "td": 8, "t": 9, "g": 10, "na": 11, "dt": 12}
+
+# Known-but-unmodelled fields kept in ``other``: name -> (field number, kind). Kinds: "str", "int", "bool",
+# "msg" (generic tree), with a leading "*" when repeated.
+OP_OTHER = {
+    "attr_groups": (11, "msg"), "has_out_attr": (20, "bool"), "input_name": (23, "*str"),
+    "src_name": (24, "*str"), "src_index": (25, "*int"), "dst_name": (26, "*str"), "dst_index": (27, "*int"),
+    "input_i": (28, "*int"), "output_i": (29, "*int"), "workspace": (30, "*int"),
+    "workspace_bytes": (31, "*int"), "is_input_const": (32, "*bool"),
+}  # fmt: skip
+TD_OTHER = {
+    "attr_groups": (6, "msg"), "has_out_attr": (9, "bool"), "weight_size": (11, "int"),
+    "output_tensor": (13, "bool"), "device_type": (14, "str"), "input_tensor": (15, "bool"),
+    "real_dim_cnt": (16, "int"), "data_offset": (18, "int"), "cmps_size": (19, "int"), "cmps_tab": (20, "str"),
+    "cmps_tab_offset": (21, "int"),
+}  # fmt: skip
+GRAPH_OTHER = {"attr_groups": (12, "msg")}
+MODEL_OTHER = {"attr_groups": (12, "msg")}
+# Modelled fields: name -> number, used to place ``other`` fields in field-number order when writing.
+OP_MODELLED = {"name": 1, "type": 2, "input": 5, "attr": 10, "id": 21, "stream_id": 22, "input_desc": 33,
+               "output_desc": 34, "subgraph_name": 35}  # fmt: skip
+TD_MODELLED = {"name": 1, "dtype": 2, "shape": 3, "layout": 4, "attr": 5, "size": 10, "reuse_input": 12,
+               "reuse_input_index": 17}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Strings and numbers
+# ----------------------------------------------------------------------------------------------------------
+_ESCAPE_RE = re.compile(
+    r"\\(?:([0-7]{1,3})|[xX]([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))|([^\\]+)", re.S
+)
+_SIMPLE_ESC = {"n": b"\n", "t": b"\t", "r": b"\r", '"': b'"', "'": b"'", "\\": b"\\", "a": b"\a", "b": b"\b",
+               "f": b"\f", "v": b"\v", "?": b"?"}  # fmt: skip
+
+
+def unescape(body: str) -> str | bytes:
+    """Decode the inside of a text-format string literal: C escapes and octal/hex bytes. The result is a
+    ``str`` when the bytes are UTF-8, else ``bytes``."""
+    if "\\" not in body:
+        return body
+    out = bytearray()
+    for m in _ESCAPE_RE.finditer(body):
+        octal, hexa, u4, u8, simple, plain = m.groups()
+        if plain is not None:
+            out += plain.encode("utf-8", "surrogateescape")
+        elif octal is not None:
+            out.append(int(octal, 8) & 0xFF)
+        elif hexa is not None:
+            out.append(int(hexa, 16))
+        elif u4 is not None or u8 is not None:
+            out += chr(int(u4 or u8, 16)).encode("utf-8", "surrogatepass")
+        else:
+            esc = _SIMPLE_ESC.get(simple)
+            if esc is None:
+                raise ValueError(f"invalid escape \\{simple}")
+            out += esc
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(out)
+
+
+_NEEDS_ESCAPE = re.compile(r"[^ !#-&(-\[\]-~]")  # anything but printable ASCII without " ' \
+_BYTE_ESCAPE = {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", ord('"'): '\\"', ord("'"): "\\'",
+                ord("\\"): "\\\\"}  # fmt: skip
+_BYTE_TEXT = [_BYTE_ESCAPE.get(b) or (chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}") for b in range(256)]
+
+
+def quote(value: str | bytes) -> str:
+    """A text-format string literal escaped like protobuf's printer (C escapes, octal for other bytes)."""
+    if isinstance(value, str):
+        if not _NEEDS_ESCAPE.search(value):
+            return f'"{value}"'
+        value = value.encode("utf-8", "surrogateescape")
+    return '"' + "".join([_BYTE_TEXT[b] for b in value]) + '"'
+
+
+_F32 = struct.Struct("<f")
+
+
+def to_float32(x: float) -> float:
+    """``x`` rounded to the nearest IEEE single (what a proto ``float`` field stores)."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def format_float(x: float) -> str:
+    """Shortest text for a proto ``float`` as protobuf's C++ printer writes it (6 significant digits when
+    that reads back to the same single, else 9)."""
+    if x != x:
+        return "nan"
+    if x in (math.inf, -math.inf):
+        return "inf" if x > 0 else "-inf"
+    s = f"{x:.6g}"
+    if to_float32(float(s)) == to_float32(x):
+        return s
+    return f"{x:.9g}"
+
+
+def format_double(x: float) -> str:
+    if x != x:
+        return "nan"
+    if x in (math.inf, -math.inf):
+        return "inf" if x > 0 else "-inf"
+    return repr(x)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Text: general tokenizer + recursive-descent parser into the generic tree
+# ----------------------------------------------------------------------------------------------------------
+_TOKEN_RE = re.compile(
+    r"""(?P<ws>(?:[ \t\r\n\f\v]+|\#[^\n]*)+)
+      |(?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+      |(?P<num>-?(?:0[xX][0-9a-fA-F]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fF]?)(?![\w.]))
+      |(?P<ident>-?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
+      |(?P<ext>\[[^\]\n]*\])
+      |(?P<punct>[{}<>\[\]:,;])
+    """,
+    re.X,
+)
+_INT_RE = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)\Z")
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+class _TextSyntaxError(Exception):
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(message)
+        self.pos = pos
+
+
+def _number(tok: str) -> int | float:
+    if _INT_RE.match(tok):
+        neg = tok.startswith("-")
+        body = tok[1:] if neg else tok
+        if body[:2] in ("0x", "0X"):
+            v = int(body, 16)
+        elif len(body) > 1 and body[0] == "0":
+            v = int(body, 8)
+        else:
+            v = int(body)
+        return -v if neg else v
+    return float(tok.rstrip("fF"))
+
+
+def _tokenize(text: str) -> list[tuple[str, str, int]]:
+    toks: list[tuple[str, str, int]] = []
+    pos = 0
+    n = len(text)
+    match = _TOKEN_RE.match
+    while pos < n:
+        m = match(text, pos)
+        if m is None:
+            raise _TextSyntaxError(f"unexpected character {text[pos]!r}", pos)
+        kind = m.lastgroup
+        if kind != "ws":
+            toks.append((kind, m.group(), pos))  # type: ignore[arg-type]
+        pos = m.end()
+    toks.append(("eof", "", n))
+    return toks
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokenize(text)
+        self.i = 0
+
+    def fail(self, msg: str, tok: tuple[str, str, int] | None = None) -> None:
+        tok = tok or self.toks[self.i]
+        raise _TextSyntaxError(msg, tok[2])
+
+    def parse(self) -> list:
+        out = self.message(None)
+        return out
+
+    def message(self, closer: str | None) -> list:
+        toks = self.toks
+        out: list = []
+        while True:
+            kind, val, pos = toks[self.i]
+            if kind == "eof":
+                if closer is not None:
+                    self.fail(f"expected {closer!r} before end of input")
+                return out
+            if kind == "punct" and val in "}>":
+                if closer != val:
+                    self.fail(f"unexpected {val!r}")
+                self.i += 1
+                return out
+            if kind == "ident" and not val.startswith("-"):
+                name = val
+            elif kind == "ext":
+                name = val
+            elif kind == "num" and val.isdigit():
+                name = val  # unknown field printed by number
+            else:
+                self.fail(f"expected a field name, found {val!r}" if val else "expected a field name")
+            self.i += 1
+            kind, val, pos = toks[self.i]
+            colon = kind == "punct" and val == ":"
+            if colon:
+                self.i += 1
+                kind, val, pos = toks[self.i]
+            if kind == "punct" and val in "{<":
+                self.i += 1
+                out.append(name)
+                out.append(self.message("}" if val == "{" else ">"))
+            elif kind == "punct" and val == "[":
+                if not colon:
+                    self.fail("expected ':' before '['")
+                self.i += 1
+                if toks[self.i][1] == "]" and toks[self.i][0] == "punct":
+                    self.i += 1
+                else:
+                    while True:
+                        k2, v2, _ = toks[self.i]
+                        if k2 == "punct" and v2 in "{<":
+                            self.i += 1
+                            out.append(name)
+                            out.append(self.message("}" if v2 == "{" else ">"))
+                        else:
+                            out.append(name)
+                            out.append(self.scalar())
+                        k2, v2, _ = toks[self.i]
+                        self.i += 1
+                        if k2 == "punct" and v2 == "]":
+                            break
+                        if not (k2 == "punct" and v2 == ","):
+                            self.fail("expected ',' or ']' in list", toks[self.i - 1])
+            else:
+                if not colon:
+                    self.fail(f"expected ':' or '{{' after field name {name!r}")
+                out.append(name)
+                out.append(self.scalar())
+            kind, val, _ = toks[self.i]
+            if kind == "punct" and val in ",;":
+                self.i += 1
+
+    def scalar(self) -> Any:
+        kind, val, pos = self.toks[self.i]
+        if kind == "str":
+            parts = []
+            while kind == "str":
+                try:
+                    parts.append(unescape(val[1:-1]))
+                except ValueError as e:
+                    self.fail(str(e))
+                self.i += 1
+                kind, val, pos = self.toks[self.i]
+            if len(parts) == 1 and isinstance(parts[0], str):
+                value: str | bytes = parts[0]
+            else:
+                value = b"".join(p if isinstance(p, bytes) else p.encode("utf-8", "surrogateescape") for p in parts)
+                try:
+                    value = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    return value
+            # A string ending in the identifier marker travels as bytes so it cannot be taken for one.
+            return value.encode("utf-8", "surrogateescape") if value.endswith("\x01") else value
+        if kind == "num":
+            self.i += 1
+            try:
+                return _number(val)
+            except ValueError:
+                self.fail(f"bad number {val!r}")
+        if kind == "ident":
+            self.i += 1
+            return val + "\x01"
+        self.fail(f"expected a value, found {val!r}" if val else "expected a value")
+
+
+def parse_text_tree(text: str) -> list:
+    """Parse protobuf text format into the generic tree (raises ``_TextSyntaxError`` with a position)."""
+    return _Parser(text).parse()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Text fast path: printer-shaped dumps -> JSON -> generic tree
+# ----------------------------------------------------------------------------------------------------------
+# Valid when every line is `key: value`, `key {` or `}` (protobuf's printer layout). The passes only ever
+# touch text at a line start, right after a key, or a whole string literal, so string contents stay intact;
+# any input that is not shaped like that produces invalid JSON and falls back to the general parser.
+_FAST_LINE_START = re.compile(r"\n[ ]*")
+_FAST_IDENT = re.compile(r'",(-?[A-Za-z_][A-Za-z0-9_]*)(?=\n)')
+_FAST_SCALAR_KEY = re.compile(r'(\n,"[A-Za-z_][A-Za-z0-9_]*): (?=[^"])')
+_FAST_ODD_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*(?:\\[^"\\nrt]|[\x00-\x09\x0b-\x1f\x7f])(?:[^"\\\n]|\\.)*"(?=\n)')
+_FAST_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+_FAST_LIST_SYNTAX = re.compile(r'",\[[^\n]')
+
+
+def _json_string(m: re.Match) -> str:
+    value = unescape(m.group()[1:-1])
+    if isinstance(value, bytes) or value.endswith("\x01"):
+        raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+        # Carried as {"b": latin-1 text}; the builder turns it back into bytes.
+        return '{"b":' + json.dumps(raw.decode("latin-1")) + "}"
+    return json.dumps(value)
+
+
+def _fast_tree(text: str) -> list | None:
+    """The generic tree of a printer-shaped dump, or None when the text is not shaped like one."""
+    if "\r" in text or "\t" in text or ": {\n" in text or "\n\n" in text:
+        return None
+    if "#" in text and re.search(r"^[ ]*#", text, re.M):
+        return None
+    if not text.endswith("\n"):
+        text += "\n"
+    # Strings with escapes JSON does not share (octal bytes, \' ...) are re-encoded as JSON strings first.
+    if "\\" in text or _FAST_CONTROL.search(text):
+        text = _FAST_ODD_STRING.sub(_json_string, text)
+    body = _FAST_LINE_START.sub('\n,"', "\n" + text)
+    body = body.replace(',"}', "]").replace(" {\n", '",[\n').replace(': "', '","')
+    body = _FAST_SCALAR_KEY.sub(r'\1",', body)
+    if _FAST_LIST_SYNTAX.search(body):
+        return None  # `key: [a, b]` lists: the general parser handles them
+    body = _FAST_IDENT.sub(r'","\1\\u0001"', body)
+    body = body.replace("[\n,", "[\n")
+    if body.endswith('\n,"'):
+        body = body[:-3]
+    body = "[" + body[2:] + "]"
+    try:
+        tree = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return tree
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Generic tree -> IR
+# ----------------------------------------------------------------------------------------------------------
+class _TreeError(Exception):
+    """A field with a value of the wrong type; carries a path for the message."""
+
+
+def _pairs(t: list):
+    it = iter(t)
+    return zip(it, it)
+
+
+def _ident(v: Any) -> str | None:
+    """The name of a bare identifier value, None for anything else."""
+    if type(v) is str and v.endswith("\x01"):
+        return v[:-1]
+    return None
+
+
+def _bytes_value(v: Any) -> bytes | None:
+    if isinstance(v, bytes):
+        return v
+    if type(v) is dict and "b" in v:
+        return v["b"].encode("latin-1")
+    return None
+
+
+def _as_str(v: Any, field: str) -> str:
+    if type(v) is str and not v.endswith("\x01"):
+        return v
+    raw = _bytes_value(v)
+    if raw is not None:
+        return raw.decode("utf-8", "surrogateescape")
+    raise _TreeError(f"field {field!r} expects a string, found {_show(v)}")
+
+
+def _as_bytes_or_str(v: Any, field: str) -> str | bytes:
+    """A proto ``bytes`` value: str when UTF-8, else bytes."""
+    if type(v) is str and not v.endswith("\x01"):
+        return v
+    raw = _bytes_value(v)
+    if raw is not None:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw
+    raise _TreeError(f"field {field!r} expects a string, found {_show(v)}")
+
+
+def _as_int(v: Any, field: str) -> int:
+    if type(v) is int:
+        return v
+    if isinstance(v, bool):
+        return int(v)
+    raise _TreeError(f"field {field!r} expects an integer, found {_show(v)}")
+
+
+def _as_float(v: Any, field: str) -> float:
+    if type(v) is float or type(v) is int:
+        return to_float32(float(v))
+    name = _ident(v)
+    if name is not None:
+        low = name.lower()
+        if low in ("inf", "infinity", "-inf", "-infinity", "nan", "-nan"):
+            return float(low)
+    raise _TreeError(f"field {field!r} expects a number, found {_show(v)}")
+
+
+def _as_bool(v: Any, field: str) -> bool:
+    name = _ident(v)
+    if name is not None:
+        if name in ("true", "True", "t"):
+            return True
+        if name in ("false", "False", "f"):
+            return False
+    elif type(v) is int and v in (0, 1):
+        return bool(v)
+    raise _TreeError(f"field {field!r} expects true or false, found {_show(v)}")
+
+
+def _as_enum(v: Any, field: str, names: dict[str, int], values: list[str] | tuple[str, ...]) -> int:
+    name = _ident(v)
+    if name is not None:
+        if name in names:
+            return names[name]
+        raise _TreeError(f"field {field!r}: unknown value {name}")
+    if type(v) is int:
+        return v
+    raise _TreeError(f"field {field!r} expects an enum value, found {_show(v)}")
+
+
+def _as_msg(v: Any, field: str) -> list:
+    if type(v) is list:
+        return v
+    raise _TreeError(f"field {field!r} expects a message {{...}}, found {_show(v)}")
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, list):
+        return "a message"
+    name = _ident(v)
+    if name is not None:
+        return name
+    return repr(v)
+
+
+def _dtype_name(num: int) -> str:
+    return DATA_TYPES[num] if 0 <= num < len(DATA_TYPES) else str(num)
+
+
+def _scalar_other(kind: str, v: Any, field: str) -> Any:
+    k = kind.lstrip("*")
+    if k == "str":
+        return _as_str(v, field)
+    if k == "int":
+        return _as_int(v, field)
+    if k == "bool":
+        return _as_bool(v, field)
+    return _as_msg(v, field)
+
+
+def _store_other(other: dict[str, Any], spec: tuple[int, str], name: str, v: Any) -> None:
+    kind = spec[1]
+    value = _scalar_other(kind, v, name)
+    if kind.startswith("*"):
+        other.setdefault(name, []).append(value)
+    elif kind == "msg":
+        prev = other.get(name)
+        other[name] = value if prev is None else prev + value  # repeated occurrences merge
+    elif value or value is False and name in other:
+        other[name] = value
+    else:
+        other.pop(name, None)  # zero value: proto3 does not keep it
+
+
+def _attr_entry(t: list, field: str) -> tuple[str, Attr]:
+    key = ""
+    attr: Attr | None = None
+    for k, v in _pairs(_as_msg(t, field)):
+        if k == "key":
+            key = _as_str(v, "key")
+        elif k == "value":
+            attr = _attr_from_tree(_as_msg(v, "value"))
+        else:
+            raise _TreeError(f"map entry {field!r} has unknown field {k!r}")
+    return key, attr if attr is not None else Attr(None)
+
+
+def _attr_map_into(attrs: dict[str, Attr], v: Any, field: str = "attr") -> None:
+    key, attr = _attr_entry(v, field)
+    attrs[key] = attr
+
+
+def _attr_from_tree(t: list) -> Attr:
+    kind: str | None = None
+    value: Any = None
+    extra: list = []
+    for k, v in _pairs(t):
+        if k == "s" or k == "expression":
+            value = _as_bytes_or_str(v, k)
+        elif k == "i":
+            value = _as_int(v, k)
+        elif k == "b":
+            value = _as_bool(v, k)
+        elif k == "f":
+            value = _as_float(v, k)
+        elif k == "list":
+            value = _list_from_tree(_as_msg(v, k))
+        elif k == "dt":
+            value = _as_enum(v, k, DTYPE_NUM, DATA_TYPES)
+        elif k == "bt":
+            value = _as_bytes_or_str(v, k)
+            if isinstance(value, str):
+                value = value.encode("utf-8", "surrogateescape")
+        elif k == "func":
+            value = _named_attrs_from_tree(_as_msg(v, k))
+        elif k == "td":
+            value = _tensor_desc_from_tree(_as_msg(v, k))
+        elif k == "t":
+            value = _tensor_def_from_tree(_as_msg(v, k))
+        elif k == "g":
+            value = _graph_from_tree(_as_msg(v, k))
+        elif k == "list_list_int":
+            value = _list_list_from_tree(_as_msg(v, k), "list_list_i", "list_i", _as_int)
+        elif k == "list_list_float":
+            value = _list_list_from_tree(_as_msg(v, k), "list_list_f", "list_f", _as_float)
+        else:
+            extra.append(k)
+            extra.append(v)
+            continue
+        kind = k  # oneof: the last member set wins, as in protobuf
+    return Attr(kind, value, extra) if extra else Attr(kind, value)
+
+
+def _list_list_from_tree(t: list, outer: str, inner: str, conv) -> list[list]:
+    rows: list[list] = []
+    for k, v in _pairs(t):
+        if k != outer:
+            raise _TreeError(f"unknown field {k!r} in {outer}")
+        row = []
+        for k2, v2 in _pairs(_as_msg(v, outer)):
+            if k2 != inner:
+                raise _TreeError(f"unknown field {k2!r} in {outer}")
+            row.append(conv(v2, inner))
+        rows.append(row)
+    return rows
+
+
+_LIST_CONV = {
+    "s": _as_bytes_or_str,
+    "i": _as_int,
+    "f": _as_float,
+    "b": _as_bool,
+}
+
+
+def _list_from_tree(t: list) -> AttrList:
+    kind: str | None = None
+    items: list[Any] = []
+    other: dict[str, list[Any]] = {}
+    val_type: int | None = None
+    for k, v in _pairs(t):
+        if k == "val_type":
+            val_type = _as_enum(v, k, VAL_TYPE_NUM, VAL_TYPES)
+            continue
+        conv = _LIST_CONV.get(k)
+        if conv is not None:
+            item = conv(v, k)
+        elif k == "bt":
+            item = _as_bytes_or_str(v, k)
+            if isinstance(item, str):
+                item = item.encode("utf-8", "surrogateescape")
+        elif k == "dt":
+            item = _as_enum(v, k, DTYPE_NUM, DATA_TYPES)
+        elif k == "td":
+            item = _tensor_desc_from_tree(_as_msg(v, k))
+        elif k == "t":
+            item = _tensor_def_from_tree(_as_msg(v, k))
+        elif k == "g":
+            item = _graph_from_tree(_as_msg(v, k))
+        elif k == "na":
+            item = _named_attrs_from_tree(_as_msg(v, k))
+        else:
+            other.setdefault("#extra", []).extend((k, v))
+            continue
+        if kind is None:
+            kind = k
+        if k == kind:
+            items.append(item)
+        else:
+            other.setdefault(k, []).append(item)
+    if val_type == 0:
+        val_type = None
+    return AttrList(kind, items, val_type, other)
+
+
+def _named_attrs_from_tree(t: list) -> NamedAttrs:
+    na = NamedAttrs()
+    for k, v in _pairs(t):
+        if k == "name":
+            na.name = _as_str(v, k)
+        elif k == "attr":
+            _attr_map_into(na.attrs, v)
+        else:
+            na.extra.extend((k, v))
+    return na
+
+
+def _tensor_def_from_tree(t: list) -> TensorDef:
+    td = TensorDef()
+    for k, v in _pairs(t):
+        if k == "desc":
+            td.desc = _tensor_desc_from_tree(_as_msg(v, k))
+        elif k == "data":
+            data = _as_bytes_or_str(v, k)
+            td.data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        else:
+            td.extra.extend((k, v))
+    return td
+
+
+def _tensor_desc_from_tree(t: list) -> TensorDesc:
+    td = TensorDesc(dtype="DT_UNDEFINED")
+    attrs = td.attrs
+    for k, v in _pairs(t):
+        if k == "attr":
+            key, attr = _attr_entry(v, "attr")
+            attrs[key] = attr
+        elif k == "dtype":
+            td.dtype = _dtype_name(_as_enum(v, k, DTYPE_NUM, DATA_TYPES))
+        elif k == "shape":
+            dims = []
+            for k2, v2 in _pairs(_as_msg(v, k)):
+                if k2 != "dim":
+                    raise _TreeError(f"unknown field {k2!r} in shape")
+                dims.append(_as_int(v2, "dim"))
+            if td.shape is None:
+                td.shape = dims
+            else:
+                td.shape.extend(dims)  # a repeated singular message merges
+        elif k == "layout":
+            td.layout = _as_str(v, k)
+        elif k == "name":
+            td.name = _as_str(v, k)
+        elif k == "size":
+            td.size = _as_int(v, k)
+        elif k == "reuse_input":
+            td.reuse_input = _as_bool(v, k)
+        elif k == "reuse_input_index":
+            td.reuse_input_index = _as_int(v, k)
+        else:
+            spec = TD_OTHER.get(k)
+            if spec is None:
+                td.extra.extend((k, v))
+            else:
+                _store_other(td.other, spec, k, v)
+    return td
+
+
+def _split_input(s: str) -> tuple[str, int] | None:
+    """``"src:idx"`` -> (src, idx); ``""`` -> None."""
+    if not s:
+        return None
+    src, sep, idx = s.rpartition(":")
+    if not sep:
+        return (s, 0)
+    try:
+        return (src, int(idx))
+    except ValueError:
+        return (s, 0)
+
+
+def _node_from_tree(t: list) -> Node:
+    node = Node("", "")
+    node.id = 0
+    node.stream_id = 0
+    attrs = node.attrs
+    raw_inputs: list[str] = []
+    for k, v in _pairs(t):
+        if k == "attr":
+            key, attr = _attr_entry(v, "attr")
+            attrs[key] = attr
+        elif k == "input_desc":
+            node.input_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
+        elif k == "output_desc":
+            node.output_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
+        elif k == "input":
+            raw_inputs.append(_as_str(v, k))
+        elif k == "name":
+            node.name = _as_str(v, k)
+        elif k == "type":
+            node.type = _as_str(v, k)
+        elif k == "id":
+            node.id = _as_int(v, k)
+        elif k == "stream_id":
+            node.stream_id = _as_int(v, k)
+        elif k == "subgraph_name":
+            node.subgraph_names.append(_as_str(v, k))
+        else:
+            spec = OP_OTHER.get(k)
+            if spec is None:
+                node.extra.extend((k, v))
+            else:
+                _store_other(node.other, spec, k, v)
+    _set_inputs(node, raw_inputs)
+    return node
+
+
+def _set_inputs(node: Node, raw_inputs: list[str]) -> None:
+    inputs = node.inputs
+    for s in raw_inputs:
+        if not s:
+            inputs.append(None)
+            continue
+        src, sep, idx = s.rpartition(":")
+        if sep:
+            if idx == "-1":
+                node.ctrl_inputs.append(src)
+                continue
+            try:
+                inputs.append((src, int(idx)))
+                continue
+            except ValueError:
+                pass
+        # No ":index" (or a non-numeric one): GE reads the whole string as the producer name, output 0.
+        inputs.append((s, 0))
+
+
+def _graph_from_tree(t: list) -> Graph:
+    g = Graph("")
+    nodes = g.nodes
+    for k, v in _pairs(t):
+        if k == "op":
+            node = _node_from_tree(_as_msg(v, k))
+            node.graph = g
+            if node.name in nodes:
+                # Keep the first; the validator reports duplicates (the count tells it there were some).
+                g.other.setdefault("#duplicate_nodes", []).append(node.name)
+                continue
+            nodes[node.name] = node
+        elif k == "name":
+            g.name = _as_str(v, k)
+        elif k == "attr":
+            _attr_map_into(g.attrs, v)
+        elif k == "input":
+            g.input.append(_as_str(v, k))
+        elif k == "output":
+            g.output.append(_as_str(v, k))
+        else:
+            spec = GRAPH_OTHER.get(k)
+            if spec is None:
+                g.extra.extend((k, v))
+            else:
+                _store_other(g.other, spec, k, v)
+    return g
+
+
+def _model_from_tree(t: list) -> Model:
+    m = Model()
+    graphs: list[Graph] = []
+    for k, v in _pairs(t):
+        if k == "graph":
+            graphs.append(_graph_from_tree(_as_msg(v, k)))
+        elif k == "name":
+            m.name = _as_str(v, k)
+        elif k == "version":
+            m.version = _as_int(v, k) or None
+        elif k == "custom_version":
+            m.custom_version = _as_str(v, k)
+        elif k == "attr":
+            _attr_map_into(m.attrs, v)
+        else:
+            spec = MODEL_OTHER.get(k)
+            if spec is None:
+                m.extra.extend((k, v))
+            else:
+                _store_other(m.other, spec, k, v)
+    seen: set[str] = set()
+    for g in graphs:
+        if g.name in seen:
+            m.other.setdefault("#duplicate_graphs", []).append(g.name)
+            continue
+        seen.add(g.name)
+        g.model = m
+        m.graphs.append(g)
+    return m
+
+
+# ----------------------------------------------------------------------------------------------------------
+# IR -> text
+# ----------------------------------------------------------------------------------------------------------
+class _TextWriter:
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self._ind = [""]
+
+    def ind(self, depth: int) -> str:
+        while len(self._ind) <= depth:
+            self._ind.append("  " * len(self._ind))
+        return self._ind[depth]
+
+    # generic trees (unknown fields, attr_groups)
+    def tree(self, t: list, d: int) -> None:
+        out = self.out
+        p = self.ind(d)
+        for k, v in _pairs(t):
+            if type(v) is list:
+                out.append(f"{p}{k} {{")
+                self.tree(v, d + 1)
+                out.append(f"{p}}}")
+            else:
+                out.append(f"{p}{k}: {_generic_scalar(v)}")
+
+    def attr_map(self, attrs: dict[str, Attr], d: int, field: str = "attr") -> None:
+        if not attrs:
+            return
+        out = self.out
+        p = self.ind(d)
+        p1 = self.ind(d + 1)
+        for key in sorted(attrs, key=_map_key_order):
+            out.append(f"{p}{field} {{")
+            out.append(f"{p1}key: {quote(key)}")
+            out.append(f"{p1}value {{")
+            self.attr(attrs[key], d + 2)
+            out.append(f"{p1}}}")
+            out.append(f"{p}}}")
+
+    def attr(self, a: Attr, d: int) -> None:
+        out = self.out
+        p = self.ind(d)
+        kind = a.kind
+        v = a.value
+        if kind == "s" or kind == "expression":
+            out.append(f"{p}{kind}: {quote(v)}")
+        elif kind == "i":
+            out.append(f"{p}i: {int(v)}")
+        elif kind == "b":
+            out.append(f"{p}b: {'true' if v else 'false'}")
+        elif kind == "list":
+            out.append(f"{p}list {{")
+            self.attr_list(v, d + 1)
+            out.append(f"{p}}}")
+        elif kind == "f":
+            out.append(f"{p}f: {format_float(v)}")
+        elif kind == "dt":
+            out.append(f"{p}dt: {int(v)}")
+        elif kind == "bt":
+            out.append(f"{p}bt: {quote(v)}")
+        elif kind == "func":
+            out.append(f"{p}func {{")
+            self.named_attrs(v, d + 1)
+            out.append(f"{p}}}")
+        elif kind == "td":
+            out.append(f"{p}td {{")
+            self.tensor_desc(v, d + 1)
+            out.append(f"{p}}}")
+        elif kind == "t":
+            out.append(f"{p}t {{")
+            self.tensor_def(v, d + 1)
+            out.append(f"{p}}}")
+        elif kind == "g":
+            out.append(f"{p}g {{")
+            self.graph(v, d + 1)
+            out.append(f"{p}}}")
+        elif kind in ("list_list_int", "list_list_float"):
+            outer, inner = ("list_list_i", "list_i") if kind == "list_list_int" else ("list_list_f", "list_f")
+            fmt = str if kind == "list_list_int" else format_float
+            p1, p2 = self.ind(d + 1), self.ind(d + 2)
+            out.append(f"{p}{kind} {{")
+            for row in v:
+                out.append(f"{p1}{outer} {{")
+                out.extend(f"{p2}{inner}: {fmt(x)}" for x in row)
+                out.append(f"{p1}}}")
+            out.append(f"{p}}}")
+        elif kind is not None:
+            raise ValueError(f"unknown attribute kind {kind!r}")
+        if a.extra:
+            self.tree(a.extra, d)
+
+    def attr_list(self, lst: AttrList, d: int) -> None:
+        groups: dict[str, list[Any]] = {}
+        if lst.kind is not None:
+            groups[lst.kind] = lst.items
+        for k, items in lst.other.items():
+            if k != "#extra":
+                groups.setdefault(k, []).extend(items)
+        out = self.out
+        p = self.ind(d)
+        for k in sorted(groups, key=lambda k: LIST_FIELD_NUM.get(k, 99)):
+            items = groups[k]
+            if k == "s" or k == "bt":
+                out.extend(f"{p}{k}: {quote(x)}" for x in items)
+            elif k == "i" or k == "dt":
+                out.extend(f"{p}{k}: {int(x)}" for x in items)
+            elif k == "f":
+                out.extend(f"{p}f: {format_float(x)}" for x in items)
+            elif k == "b":
+                out.extend(f"{p}b: {'true' if x else 'false'}" for x in items)
+            else:
+                method = {"td": self.tensor_desc, "t": self.tensor_def, "g": self.graph, "na": self.named_attrs}[k]
+                for x in items:
+                    out.append(f"{p}{k} {{")
+                    method(x, d + 1)
+                    out.append(f"{p}}}")
+        if lst.val_type:
+            vt = VAL_TYPES[lst.val_type] if 0 <= lst.val_type < len(VAL_TYPES) else str(lst.val_type)
+            out.append(f"{p}val_type: {vt}")
+        if "#extra" in lst.other:
+            self.tree(lst.other["#extra"], d)
+
+    def named_attrs(self, na: NamedAttrs, d: int) -> None:
+        if na.name:
+            self.out.append(f"{self.ind(d)}name: {quote(na.name)}")
+        self.attr_map(na.attrs, d)
+        if na.extra:
+            self.tree(na.extra, d)
+
+    def tensor_def(self, t: TensorDef, d: int) -> None:
+        if t.desc is not None:
+            self.out.append(f"{self.ind(d)}desc {{")
+            self.tensor_desc(t.desc, d + 1)
+            self.out.append(f"{self.ind(d)}}}")
+        if t.data:
+            self.out.append(f"{self.ind(d)}data: {quote(t.data)}")
+        if t.extra:
+            self.tree(t.extra, d)
+
+    def other_fields(self, other: dict[str, Any], specs: dict, lo: int, hi: int, d: int) -> None:
+        """Write the ``other`` fields whose numbers fall in [lo, hi), in number order."""
+        if not other:
+            return
+        out = self.out
+        p = self.ind(d)
+        for name, (num, kind) in specs.items():
+            if not (lo <= num < hi) or name not in other:
+                continue
+            v = other[name]
+            base = kind.lstrip("*")
+            values = v if kind.startswith("*") else [v]
+            for x in values:
+                if base == "msg":
+                    out.append(f"{p}{name} {{")
+                    self.tree(x, d + 1)
+                    out.append(f"{p}}}")
+                elif base == "str":
+                    out.append(f"{p}{name}: {quote(x)}")
+                elif base == "bool":
+                    out.append(f"{p}{name}: {'true' if x else 'false'}")
+                else:
+                    out.append(f"{p}{name}: {int(x)}")
+
+    def tensor_desc(self, td: TensorDesc, d: int) -> None:
+        out = self.out
+        p = self.ind(d)
+        other = td.other
+        if td.name:
+            out.append(f"{p}name: {quote(td.name)}")
+        if td.dtype and td.dtype != "DT_UNDEFINED":
+            out.append(f"{p}dtype: {td.dtype}")
+        if td.shape is not None:
+            out.append(f"{p}shape {{")
+            p1 = self.ind(d + 1)
+            out.extend(f"{p1}dim: {int(x)}" for x in td.shape)
+            out.append(f"{p}}}")
+        if td.layout:
+            out.append(f"{p}layout: {quote(td.layout)}")
+        self.attr_map(td.attrs, d)
+        if other:
+            self.other_fields(other, TD_OTHER, 6, 10, d)
+        if td.size:
+            out.append(f"{p}size: {int(td.size)}")
+        if other:
+            self.other_fields(other, TD_OTHER, 11, 12, d)
+        if td.reuse_input:
+            out.append(f"{p}reuse_input: true")
+        if other:
+            self.other_fields(other, TD_OTHER, 13, 17, d)
+        if td.reuse_input_index:
+            out.append(f"{p}reuse_input_index: {int(td.reuse_input_index)}")
+        if other:
+            self.other_fields(other, TD_OTHER, 18, 99, d)
+        if td.extra:
+            self.tree(td.extra, d)
+
+    def node(self, n: Node, d: int) -> None:
+        out = self.out
+        p = self.ind(d)
+        other = n.other
+        out.append(f"{p}name: {quote(n.name)}")
+        if n.type:
+            out.append(f"{p}type: {quote(n.type)}")
+        for a in n.inputs:
+            out.append(f'{p}input: ""' if a is None else f"{p}input: {quote(f'{a[0]}:{a[1]}')}")
+        for c in n.ctrl_inputs:
+            out.append(f"{p}input: {quote(c + ':-1')}")
+        self.attr_map(n.attrs, d)
+        if other:
+            self.other_fields(other, OP_OTHER, 11, 21, d)
+        if n.id:
+            out.append(f"{p}id: {int(n.id)}")
+        if n.stream_id:
+            out.append(f"{p}stream_id: {int(n.stream_id)}")
+        if other:
+            self.other_fields(other, OP_OTHER, 23, 33, d)
+        p1 = self.ind(d + 1)
+        for td in n.input_desc:
+            out.append(f"{p}input_desc {{")
+            self.tensor_desc(td, d + 1)
+            out.append(f"{p}}}")
+        for td in n.output_desc:
+            out.append(f"{p}output_desc {{")
+            self.tensor_desc(td, d + 1)
+            out.append(f"{p}}}")
+        del p1
+        for s in n.subgraph_names:
+            out.append(f"{p}subgraph_name: {quote(s)}")
+        if n.extra:
+            self.tree(n.extra, d)
+
+    def graph(self, g: Graph, d: int) -> None:
+        out = self.out
+        p = self.ind(d)
+        if g.name:
+            out.append(f"{p}name: {quote(g.name)}")
+        out.extend(f"{p}input: {quote(x)}" for x in g.input)
+        out.extend(f"{p}output: {quote(x)}" for x in g.output)
+        for n in g.nodes.values():
+            out.append(f"{p}op {{")
+            self.node(n, d + 1)
+            out.append(f"{p}}}")
+        self.attr_map(g.attrs, d)
+        self.other_fields(g.other, GRAPH_OTHER, 0, 99, d)
+        if g.extra:
+            self.tree(g.extra, d)
+
+    def model(self, m: Model) -> None:
+        out = self.out
+        if m.name:
+            out.append(f"name: {quote(m.name)}")
+        if m.version:
+            out.append(f"version: {int(m.version)}")
+        if m.custom_version:
+            out.append(f"custom_version: {quote(m.custom_version)}")
+        for g in m.graphs:
+            out.append("graph {")
+            self.graph(g, 1)
+            out.append("}")
+        self.attr_map(m.attrs, 0)
+        self.other_fields(m.other, MODEL_OTHER, 0, 99, 0)
+        if m.extra:
+            self.tree(m.extra, 0)
+
+
+def _map_key_order(key: str) -> bytes:
+    # protobuf sorts map entries by key bytes
+    return key.encode("utf-8", "surrogateescape")
+
+
+def _generic_scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return format_double(v)
+    if isinstance(v, str):
+        return v[:-1] if v.endswith("\x01") else quote(v)
+    raw = _bytes_value(v)
+    if raw is not None:
+        return quote(raw)
+    raise ValueError(f"cannot write {v!r} as a text-format value")
+
+
+def model_to_text(model: Model) -> str:
+    """The model in protobuf text format, laid out as GE's dumps (fields in number order, 2-space indent,
+    attribute maps sorted by key)."""
+    w = _TextWriter()
+    w.model(model)
+    w.out.append("")
+    return "\n".join(w.out)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Binary (through ge_ir_pb2)
+# ----------------------------------------------------------------------------------------------------------
+def _pb2():
+    from anchorlog.facts import ge_ir_pb2
+
+    return ge_ir_pb2
+
+
+def model_to_bytes(model: Model) -> bytes:
+    """The model as a serialized ``ge.proto.ModelDef``."""
+    pb = _pb2()
+    msg = pb.ModelDef()
+    _model_to_msg(model, msg)
+    return msg.SerializeToString()
+
+
+def _model_to_msg(m: Model, msg) -> None:
+    if m.name:
+        msg.name = m.name
+    if m.version:
+        msg.version = int(m.version)
+    if m.custom_version:
+        msg.custom_version = m.custom_version
+    for g in m.graphs:
+        _graph_to_msg(g, msg.graph.add())
+    _attrs_to_msg(m.attrs, msg.attr)
+    _other_to_msg(m.other, MODEL_OTHER, msg)
+    _extra_to_msg(m.extra, msg)
+
+
+def _graph_to_msg(g: Graph, msg) -> None:
+    if g.name:
+        msg.name = g.name
+    msg.input.extend(g.input)
+    msg.output.extend(g.output)
+    add = msg.op.add
+    for n in g.nodes.values():
+        _node_to_msg(n, add())
+    _attrs_to_msg(g.attrs, msg.attr)
+    _other_to_msg(g.other, GRAPH_OTHER, msg)
+    _extra_to_msg(g.extra, msg)
+
+
+def _node_to_msg(n: Node, msg) -> None:
+    msg.name = n.name
+    if n.type:
+        msg.type = n.type
+    inputs = ["" if a is None else f"{a[0]}:{a[1]}" for a in n.inputs]
+    inputs.extend(c + ":-1" for c in n.ctrl_inputs)
+    msg.input.extend(inputs)
+    _attrs_to_msg(n.attrs, msg.attr)
+    if n.id:
+        msg.id = int(n.id)
+    if n.stream_id:
+        msg.stream_id = int(n.stream_id)
+    for td in n.input_desc:
+        _tensor_desc_to_msg(td, msg.input_desc.add())
+    for td in n.output_desc:
+        _tensor_desc_to_msg(td, msg.output_desc.add())
+    msg.subgraph_name.extend(n.subgraph_names)
+    if n.other:
+        _other_to_msg(n.other, OP_OTHER, msg)
+    _extra_to_msg(n.extra, msg)
+
+
+def _dtype_num(name: str) -> int:
+    num = DTYPE_NUM.get(name)
+    if num is not None:
+        return num
+    try:
+        return int(name.removeprefix("DT_"))
+    except ValueError:
+        raise ValueError(f"unknown data type {name!r}") from None
+
+
+def _tensor_desc_to_msg(td: TensorDesc, msg) -> None:
+    if td.name:
+        msg.name = td.name
+    if td.dtype and td.dtype != "DT_UNDEFINED":
+        msg.dtype = _dtype_num(td.dtype)
+    if td.shape is not None:
+        msg.shape.SetInParent()
+        msg.shape.dim.extend(int(x) for x in td.shape)
+    if td.layout:
+        msg.layout = td.layout
+    if td.attrs:
+        _attrs_to_msg(td.attrs, msg.attr)
+    if td.size:
+        msg.size = int(td.size)
+    if td.reuse_input:
+        msg.reuse_input = True
+    if td.reuse_input_index:
+        msg.reuse_input_index = int(td.reuse_input_index)
+    if td.other:
+        _other_to_msg(td.other, TD_OTHER, msg)
+    _extra_to_msg(td.extra, msg)
+
+
+def _attrs_to_msg(attrs: dict[str, Attr], field) -> None:
+    for key, a in attrs.items():
+        _attr_to_msg(a, field[key])
+
+
+def _b(v: str | bytes) -> bytes:
+    return v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape")
+
+
+def _attr_to_msg(a: Attr, msg) -> None:
+    kind = a.kind
+    v = a.value
+    if kind is None:
+        pass
+    elif kind == "s" or kind == "expression" or kind == "bt":
+        setattr(msg, kind, _b(v))
+    elif kind == "i" or kind == "dt":
+        setattr(msg, kind, int(v))
+    elif kind == "b":
+        msg.b = bool(v)
+    elif kind == "f":
+        msg.f = float(v)
+    elif kind == "list":
+        lv = msg.list
+        lv.SetInParent()
+        _list_to_msg(v, lv)
+    elif kind == "func":
+        msg.func.SetInParent()
+        _named_attrs_to_msg(v, msg.func)
+    elif kind == "td":
+        msg.td.SetInParent()
+        _tensor_desc_to_msg(v, msg.td)
+    elif kind == "t":
+        msg.t.SetInParent()
+        _tensor_def_to_msg(v, msg.t)
+    elif kind == "g":
+        msg.g.SetInParent()
+        _graph_to_msg(v, msg.g)
+    elif kind == "list_list_int":
+        msg.list_list_int.SetInParent()
+        for row in v:
+            msg.list_list_int.list_list_i.add().list_i.extend(int(x) for x in row)
+    elif kind == "list_list_float":
+        msg.list_list_float.SetInParent()
+        for row in v:
+            msg.list_list_float.list_list_f.add().list_f.extend(float(x) for x in row)
+    else:
+        raise ValueError(f"unknown attribute kind {kind!r}")
+    _extra_to_msg(a.extra, msg)
+
+
+def _list_items_to_msg(k: str, items: list[Any], lv) -> None:
+    if k in ("s", "bt"):
+        getattr(lv, k).extend(_b(x) for x in items)
+    elif k in ("i", "dt"):
+        getattr(lv, k).extend(int(x) for x in items)
+    elif k == "f":
+        lv.f.extend(float(x) for x in items)
+    elif k == "b":
+        lv.b.extend(bool(x) for x in items)
+    elif k == "td":
+        for x in items:
+            _tensor_desc_to_msg(x, lv.td.add())
+    elif k == "t":
+        for x in items:
+            _tensor_def_to_msg(x, lv.t.add())
+    elif k == "g":
+        for x in items:
+            _graph_to_msg(x, lv.g.add())
+    elif k == "na":
+        for x in items:
+            _named_attrs_to_msg(x, lv.na.add())
+
+
+def _list_to_msg(lst: AttrList, lv) -> None:
+    if lst.kind is not None:
+        _list_items_to_msg(lst.kind, lst.items, lv)
+    for k, items in lst.other.items():
+        if k == "#extra":
+            _extra_to_msg(items, lv)
+        else:
+            _list_items_to_msg(k, items, lv)
+    if lst.val_type:
+        lv.val_type = int(lst.val_type)
+
+
+def _named_attrs_to_msg(na: NamedAttrs, msg) -> None:
+    if na.name:
+        msg.name = na.name
+    _attrs_to_msg(na.attrs, msg.attr)
+    _extra_to_msg(na.extra, msg)
+
+
+def _tensor_def_to_msg(t: TensorDef, msg) -> None:
+    if t.desc is not None:
+        msg.desc.SetInParent()
+        _tensor_desc_to_msg(t.desc, msg.desc)
+    if t.data:
+        msg.data = bytes(t.data)
+    _extra_to_msg(t.extra, msg)
+
+
+def _other_to_msg(other: dict[str, Any], specs: dict, msg) -> None:
+    for name, v in other.items():
+        spec = specs.get(name)
+        if spec is None:
+            continue  # bookkeeping entries ("#duplicate_nodes" ...)
+        kind = spec[1]
+        if kind == "msg":
+            _tree_into_msg(v, getattr(msg, name))
+        elif kind.startswith("*"):
+            getattr(msg, name).extend(v)
+        else:
+            setattr(msg, name, v)
+
+
+def _tree_into_msg(tree: list, msg) -> None:
+    """Merge a generic tree into a protobuf message (used for rarely seen sub-messages like attr_groups)."""
+    from google.protobuf import text_format
+
+    w = _TextWriter()
+    w.tree(tree, 0)
+    msg.SetInParent()
+    text_format.Merge("\n".join(w.out), msg, allow_unknown_field=True)
+
+
+def _extra_to_msg(extra: list, msg) -> None:
+    """Write fields our schema does not know back: raw wire bytes, or numbered text fields re-encoded."""
+    if not extra:
+        return
+    raw = bytearray()
+    for k, v in _pairs(extra):
+        if k == "#wire":
+            raw += v
+        elif isinstance(k, str) and k.isdigit():
+            raw += _encode_unknown(int(k), v)
+        # Named fields our schema does not know have no field number: they cannot go to binary.
+    if raw:
+        msg.MergeFromString(bytes(raw))
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _encode_unknown(num: int, v: Any) -> bytes:
+    if type(v) is list:
+        body = b"".join(_encode_unknown(int(k), x) for k, x in _pairs(v) if str(k).isdigit())
+        return _varint(num << 3 | 2) + _varint(len(body)) + body
+    if isinstance(v, bool):
+        return _varint(num << 3) + _varint(int(v))
+    if isinstance(v, int):
+        return _varint(num << 3) + _varint(v)
+    if isinstance(v, float):
+        return _varint(num << 3 | 1) + struct.pack("<d", v)
+    if _ident(v) is not None:
+        return b""  # an enum name without its enum: no number to write
+    data = _bytes_value(v)
+    if data is None and isinstance(v, str):
+        data = v.encode("utf-8", "surrogateescape")
+    if data is None:
+        return b""
+    return _varint(num << 3 | 2) + _varint(len(data)) + data
+
+
+def read_model_bytes(data: bytes, source: str = "<bytes>", *, validate: bool = True) -> Model:
+    """Parse a serialized ``ge.proto.ModelDef``."""
+    from google.protobuf.message import DecodeError
+
+    pb = _pb2()
+    msg = pb.ModelDef()
+    try:
+        msg.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise InputError(f"not a binary GE model (ge.proto.ModelDef): {e}", source) from None
+    # Unknown fields anywhere? Compare sizes with a copy that drops them (cheap: both run in C).
+    size = msg.ByteSize()
+    probe = pb.ModelDef()
+    probe.CopyFrom(msg)
+    probe.DiscardUnknownFields()
+    reader = _MsgReader(keep_unknown=probe.ByteSize() != size)
+    try:
+        model = reader.model(msg)
+    except (_TreeError, UnicodeDecodeError) as e:
+        raise InputError(str(e), source) from None
+    model.source = source
+    if validate:
+        from anchorlog.facts.validate import validate as _validate
+
+        _validate(model)
+    return model
+
+
+class _MsgReader:
+    """Protobuf message -> IR (same result as reading the equivalent text)."""
+
+    def __init__(self, keep_unknown: bool) -> None:
+        self.keep_unknown = keep_unknown
+
+    def unknown(self, msg, extra: list) -> None:
+        if not self.keep_unknown:
+            return
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        if len(UnknownFieldSet(msg)) == 0:
+            return
+        # Serialize a copy with every known field cleared: what is left are the unknown fields' bytes.
+        probe = type(msg)()
+        probe.CopyFrom(msg)
+        for fd, _ in probe.ListFields():
+            probe.ClearField(fd.name)
+        extra.append("#wire")
+        extra.append(probe.SerializeToString())
+
+    def model(self, msg) -> Model:
+        m = Model(msg.name)
+        m.version = msg.version or None
+        m.custom_version = msg.custom_version
+        for gm in msg.graph:
+            g = self.graph(gm)
+            if m.has_graph(g.name):
+                m.other.setdefault("#duplicate_graphs", []).append(g.name)
+                continue
+            g.model = m
+            m.graphs.append(g)
+        self.attr_map(msg.attr, m.attrs)
+        if msg.HasField("attr_groups"):
+            m.other["attr_groups"] = _msg_to_tree(msg.attr_groups)
+        self.unknown(msg, m.extra)
+        return m
+
+    def graph(self, msg) -> Graph:
+        g = Graph(msg.name)
+        g.input = list(msg.input)
+        g.output = list(msg.output)
+        nodes = g.nodes
+        for om in msg.op:
+            n = self.node(om)
+            n.graph = g
+            if n.name in nodes:
+                g.other.setdefault("#duplicate_nodes", []).append(n.name)
+                continue
+            nodes[n.name] = n
+        self.attr_map(msg.attr, g.attrs)
+        if msg.HasField("attr_groups"):
+            g.other["attr_groups"] = _msg_to_tree(msg.attr_groups)
+        self.unknown(msg, g.extra)
+        return g
+
+    def node(self, msg) -> Node:
+        n = Node(msg.name, msg.type)
+        n.id = msg.id
+        n.stream_id = msg.stream_id
+        _set_inputs(n, msg.input)
+        self.attr_map(msg.attr, n.attrs)
+        n.input_desc = [self.tensor_desc(t) for t in msg.input_desc]
+        n.output_desc = [self.tensor_desc(t) for t in msg.output_desc]
+        n.subgraph_names = list(msg.subgraph_name)
+        for fd, value in msg.ListFields():
+            name = fd.name
+            spec = OP_OTHER.get(name)
+            if spec is None:
+                continue
+            if spec[1] == "msg":
+                n.other[name] = _msg_to_tree(value)
+            elif spec[1].startswith("*"):
+                n.other[name] = list(value)
+            else:
+                n.other[name] = value
+        self.unknown(msg, n.extra)
+        return n
+
+    def tensor_desc(self, msg) -> TensorDesc:
+        dt = msg.dtype
+        td = TensorDesc(
+            dtype=DATA_TYPES[dt] if 0 <= dt < len(DATA_TYPES) else str(dt),
+            shape=list(msg.shape.dim) if msg.HasField("shape") else None,
+            layout=msg.layout,
+            name=msg.name,
+            size=msg.size,
+            reuse_input=msg.reuse_input,
+            reuse_input_index=msg.reuse_input_index,
+        )
+        self.attr_map(msg.attr, td.attrs)
+        for fd, value in msg.ListFields():
+            spec = TD_OTHER.get(fd.name)
+            if spec is None:
+                continue
+            td.other[fd.name] = _msg_to_tree(value) if spec[1] == "msg" else value
+        self.unknown(msg, td.extra)
+        return td
+
+    def attr_map(self, field, attrs: dict[str, Attr]) -> None:
+        if not field:
+            return
+        for key in sorted(field, key=_map_key_order):
+            attrs[key] = self.attr(field[key])
+
+    def attr(self, msg) -> Attr:
+        kind = msg.WhichOneof("value")
+        extra: list = []
+        self.unknown(msg, extra)
+        if kind is None:
+            return Attr(None, None, extra)
+        v = getattr(msg, kind)
+        if kind == "s" or kind == "expression":
+            try:
+                v = v.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        elif kind == "f":
+            pass
+        elif kind == "list":
+            v = self.attr_list(v)
+        elif kind == "func":
+            v = self.named_attrs(v)
+        elif kind == "td":
+            v = self.tensor_desc(v)
+        elif kind == "t":
+            v = self.tensor_def(v)
+        elif kind == "g":
+            v = self.graph(v)
+        elif kind == "list_list_int":
+            v = [list(r.list_i) for r in v.list_list_i]
+        elif kind == "list_list_float":
+            v = [list(r.list_f) for r in v.list_list_f]
+        return Attr(kind, v, extra)
+
+    def attr_list(self, msg) -> AttrList:
+        kind: str | None = None
+        items: list[Any] = []
+        other: dict[str, list[Any]] = {}
+        val_type = None
+        for fd, value in msg.ListFields():
+            k = fd.name
+            if k == "val_type":
+                val_type = value or None
+                continue
+            if k == "s":
+                vals = []
+                for x in value:
+                    try:
+                        vals.append(x.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        vals.append(bytes(x))
+            elif k in ("i", "f", "b", "bt", "dt"):
+                vals = list(value)
+            elif k == "td":
+                vals = [self.tensor_desc(x) for x in value]
+            elif k == "t":
+                vals = [self.tensor_def(x) for x in value]
+            elif k == "g":
+                vals = [self.graph(x) for x in value]
+            else:
+                vals = [self.named_attrs(x) for x in value]
+            if kind is None:
+                kind, items = k, vals
+            else:
+                other[k] = vals
+        extra: list = []
+        self.unknown(msg, extra)
+        if extra:
+            other["#extra"] = extra
+        return AttrList(kind, items, val_type, other)
+
+    def named_attrs(self, msg) -> NamedAttrs:
+        na = NamedAttrs(msg.name)
+        self.attr_map(msg.attr, na.attrs)
+        self.unknown(msg, na.extra)
+        return na
+
+    def tensor_def(self, msg) -> TensorDef:
+        t = TensorDef(self.tensor_desc(msg.desc) if msg.HasField("desc") else None, bytes(msg.data))
+        self.unknown(msg, t.extra)
+        return t
+
+
+def _msg_to_tree(msg) -> list:
+    from google.protobuf import text_format
+
+    return parse_text_tree(text_format.MessageToString(msg, print_unknown_fields=True))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Public entry points
+# ----------------------------------------------------------------------------------------------------------
+def read_model_text(text: str, source: str = "<text>", *, validate: bool = True) -> Model:
+    """Parse a ``ge.proto.ModelDef`` in protobuf text format."""
+    tree = _fast_tree(text)
+    try:
+        if tree is not None:
+            try:
+                model = _model_from_tree(tree)
+            except _TreeError:
+                tree = None  # let the general parser find the exact place
+        if tree is None:
+            try:
+                tree = parse_text_tree(text)
+            except _TextSyntaxError as e:
+                line, col = _line_col(text, e.pos)
+                raise InputError(f"malformed text proto: {e}", f"{source}:{line}:{col}") from None
+            model = _model_from_tree(tree)
+    except _TreeError as e:
+        raise InputError(f"malformed text proto: {e}", source) from None
+    model.source = source
+    if validate:
+        from anchorlog.facts.validate import validate as _validate
+
+        _validate(model)
+    return model
+
+
+def _looks_binary(data: bytes) -> bool:
+    head = data[:4096]
+    if not head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not just a cut multi-byte character at the end
+            return True
+    return b"\x00" in head
+
+
+def read_model(path: str | os.PathLike) -> Model:
+    """Read a GE model: text (``.pbtxt``/``.txt``) or binary (``.pb``); other suffixes are sniffed.
+
+    Raises :class:`InputError` (one line naming the place) for a missing file, malformed input or an
+    inconsistent graph (see :mod:`anchorlog.facts.validate`)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a model file", path) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", path) from None
+    low = path.lower()
+    if low.endswith(BINARY_SUFFIXES):
+        binary = True
+    elif low.endswith(TEXT_SUFFIXES):
+        binary = False
+    else:
+        binary = _looks_binary(data)
+    if binary:
+        return read_model_bytes(data, path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text (byte {e.start}); binary models need the .pb suffix", path) from None
+    return read_model_text(text, path)
+
+
+def write_model(model: Model, path: str | os.PathLike) -> None:
+    """Write ``model`` to ``path``: binary for ``.pb``, text otherwise. The file appears atomically (temp file
+    + rename): an error leaves no partial output."""
+    from anchorlog.fileutil import atomic_write_bytes
+
+    path = os.fspath(path)
+    if path.lower().endswith(BINARY_SUFFIXES):
+        data = model_to_bytes(model)
+    else:
+        data = model_to_text(model).encode("utf-8", "surrogateescape")
+    atomic_write_bytes(path, data)
