@@ -1,0 +1,259 @@
+"""Pass ``layout-conflict``: GE's memory layout conflict optimizer (``MemLayoutConflictOptimizer::Run``,
+reference §4). Anchors that share one memory symbol but carry incompatible attributes (user I/O, immutable
+addresses, continuous memory, special memory types, address-unrefreshable operators) get an Identity on the
+side GE chooses.
+
+Pipeline per top static graph: control-node subgraph step (If/Case branches, While bodies), then the symbol
+table, the 14 attributes, the pair checks of every symbol in lexicographic symbol order, and the solving.
+The report lists each inserted Identity with the anchor pair, their attributes and the table row or checker
+that fired.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from anchorlog.analysis.registry import PassContext, register
+from anchorlog.errors import InputError
+from anchorlog.facts.graph import Graph, Model, Node
+from anchorlog.facts.relations import _ModelIndex
+
+from ._ge import OPT_BUILD_GRAPH_MODE, OPT_FEATURE_BASE_REFRESHABLE, OPT_STATIC_MEMORY_POLICY, is_static_graph
+from .attributes import LayoutOptions, Marks, graph_info, mark_all, mark_node
+from .checkers import find_conflict_nodes
+from .ctrl_node import ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
+from .order import all_nodes, topological_sorting
+from .refmap import AnchorRef, SymbolTable, get_ref_mapping
+from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
+
+__all__ = [
+    "run",
+    "explain_anchor",
+    "is_graph_exist_mem_conflict_symbol",
+    "construct_single_node_symbol_table",
+    "ctrl_node_subgraph_has_conflict",
+    "top_static_graphs",
+]
+
+OPTIONS = (OPT_FEATURE_BASE_REFRESHABLE, OPT_BUILD_GRAPH_MODE, OPT_STATIC_MEMORY_POLICY)
+
+
+def top_static_graphs(model: Model) -> list[Graph]:
+    """The root when static, else every static subgraph whose parent node sits in a non-static graph."""
+    root = model.root
+    if is_static_graph(root):
+        return [root]
+    out = []
+    for g in model.graphs[1:]:
+        parent = g.parent_node
+        if is_static_graph(g) and parent is not None and parent.graph is not None and not is_static_graph(parent.graph):
+            out.append(g)
+    return out
+
+
+def _process(
+    model: Model, g: Graph, opts: LayoutOptions, namer: IdentityNamer, records: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``MemLayoutConflictOptimizer::Process`` for one top static graph."""
+    index = _ModelIndex(model)
+    info = graph_info(g, opts)
+    table = get_ref_mapping(model, g, index)
+    marks = mark_all(model, g, all_nodes(model, g), opts, table, index)
+    checked = 0
+    for symbol in sorted(table.s2a):
+        anchors = table.s2a[symbol]
+        found = find_conflict_nodes(anchors, marks, info, index)
+        checked += 1
+        for anchor in sorted(found, key=lambda a: a.name):
+            why = found[anchor]
+            rec: dict[str, Any] = {
+                "symbol": symbol,
+                "anchor": anchor.name,
+                "anchor_attrs": [str(t) for t in marks.of(anchor)],
+                **why.as_dict(),
+            }
+            if anchor.is_in:
+                if is_skip_insert_in(anchor):
+                    records.append({**rec, "skipped": "unknown shape or already fed by an Identity/memcpy"})
+                    continue
+                ident = solve_in_anchor(anchor, namer)
+                rec.update(
+                    {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", "before": anchor.name}
+                )
+            else:
+                if is_skip_insert_out(anchor):
+                    records.append({**rec, "skipped": "unknown shape or single consumer already an Identity/memcpy"})
+                    continue
+                ident = solve_out_anchor(anchor, namer)
+                if ident is None:
+                    continue
+                rec.update(
+                    {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", "after": anchor.name}
+                )
+            records.append(rec)
+    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": checked}
+
+
+@register("layout-conflict", options=OPTIONS)
+def run(model: Model, ctx: PassContext) -> dict[str, Any]:
+    """Memory layout conflicts (GE MemLayoutConflictOptimizer): Identity where anchor attributes clash."""
+    opts = LayoutOptions.parse(ctx.options)
+    tops = top_static_graphs(model)
+    if not tops:
+        return {
+            "changed": False,
+            "skipped": "no static graph (root unknown-shape, no static subgraph)",
+            "identities": [],
+        }
+    namer = IdentityNamer()
+    topological_sorting(model)
+    records: list[dict[str, Any]] = []
+    for g in tops:
+        records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer))
+    topological_sorting(model)
+    graphs = [_process(model, g, opts, namer, records) for g in tops]
+    topological_sorting(model)
+    inserted = [r for r in records if "identity" in r]
+    return {
+        "changed": bool(inserted),
+        "options": {k: v for k, v in ctx.options.items() if k in OPTIONS},
+        "graphs": graphs,
+        "identities": inserted,
+        "skipped_insertions": [r for r in records if "skipped" in r],
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# API for other passes (TensorMove rule 5, inplace): conflict check on a hypothetical symbol table
+# ---------------------------------------------------------------------------------------------------------
+AnchorLike = AnchorRef | tuple[str, str, int] | str
+
+
+def _to_anchor(model: Model, a: AnchorLike, by_name: dict[str, Node]) -> AnchorRef:
+    if isinstance(a, AnchorRef):
+        return a
+    if isinstance(a, tuple):
+        node_name, io, idx = a
+    else:
+        node_name, io, idx_s = a.rsplit("_", 2)
+        idx = int(idx_s)
+    node = by_name.get(node_name)
+    if node is None:
+        raise InputError(f"anchor {a!r}: no node {node_name!r}")
+    return AnchorRef(node, io, int(idx))
+
+
+def construct_single_node_symbol_table(
+    in_symbol: str, out_symbol: str, a2s: Mapping[str, str], s2a: Mapping[str, Sequence[AnchorLike]]
+) -> tuple[dict[str, str], dict[str, list[AnchorLike]]]:
+    """``ConstructSingleNodeSymbolTable``: one symbol named ``in_symbol`` holding the anchors of ``in_symbol``
+    followed by those of ``out_symbol`` (TensorMove deletion asks "what if these two merged?")."""
+    out_a2s: dict[str, str] = {}
+    out_s2a: dict[str, list[AnchorLike]] = {in_symbol: []}
+    for sym in (in_symbol, out_symbol):
+        for a in s2a.get(sym, []):
+            key = a.name if isinstance(a, AnchorRef) else (a if isinstance(a, str) else f"{a[0]}_{a[1]}_{a[2]}")
+            if key in a2s:
+                out_a2s[key] = in_symbol
+            out_s2a[in_symbol].append(a)
+    return out_a2s, out_s2a
+
+
+def is_graph_exist_mem_conflict_symbol(
+    model: Model,
+    graph: Graph | str,
+    a2s: Mapping[str, str],
+    s2a: Mapping[str, Sequence[AnchorLike]],
+    options: Mapping[str, str] | None = None,
+) -> bool:
+    """GE ``MemLayoutConflictUtil::IsGraphExistMemConflictSymbol``: True when some symbol of the given table
+    has an anchor pair whose attributes conflict. Nothing is inserted; the graph is not modified.
+
+    Parameters:
+        model: the model (nodes must carry topological ids, as after any pass that sorted it).
+        graph: the graph GE passes (the TensorMove's owner graph): decides which Data/NetOutput are user I/O.
+        a2s: anchor name (``"<node>_out_<i>"`` / ``"<node>_in_<k>"``) -> symbol name.
+        s2a: symbol name -> ordered anchors; each anchor an :class:`AnchorRef`, a ``(node_name, "in"|"out",
+            index)`` tuple or an anchor-name string.
+        options: GE option strings (``ge.featureBaseRefreshable``, ``ge.buildGraphMode``,
+            ``ge.exec.staticMemoryPolicy``); default none.
+
+    Typical use (TensorMove rule 5): ``a2, s2 = construct_single_node_symbol_table(si, so, A2S, S2A)`` then
+    ``not is_graph_exist_mem_conflict_symbol(model, tm.graph, a2, s2, ctx.options)``.
+    """
+    g = model.graph(graph) if isinstance(graph, str) else graph
+    opts = LayoutOptions.parse(dict(options or {}))
+    by_name: dict[str, Node] = {}
+    for gg in model.graphs:
+        for n in gg.nodes.values():
+            by_name.setdefault(n.name, n)
+    index = _ModelIndex(model)
+    table = SymbolTable(dict(a2s), {s: [_to_anchor(model, a, by_name) for a in lst] for s, lst in s2a.items()})
+    info = graph_info(g, opts)
+    marks = Marks()
+    done: set[int] = set()
+    for anchors in table.s2a.values():
+        for a in anchors:
+            if id(a.node) not in done:
+                done.add(id(a.node))
+                mark_node(a.node, g, opts, table, index, marks)
+    return any(find_conflict_nodes(anchors, marks, info, index) for anchors in table.s2a.values())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# explain
+# ---------------------------------------------------------------------------------------------------------
+def _fmt_attrs(types: Iterable[Any]) -> str:
+    return ", ".join(str(t) for t in types)
+
+
+def explain_anchor(model: Model, node: str, out: int, options: Mapping[str, str] | None = None) -> str:
+    """Why ``node:out`` does or does not get an Identity from ``layout-conflict``: its symbol, every anchor of
+    that symbol with its attributes, and each anchor the pair checks would mark with the rule that fired.
+    Works on a copy: the model is not changed."""
+    work = copy.deepcopy(model)
+    target = work.find_node(node)
+    if target is None:
+        raise InputError(f"no node {node!r}", "--anchor")
+    if out >= max(target.num_outputs, 1) and out != 0:
+        raise InputError(f"node {node!r} has no output {out}", "--anchor")
+    opts = LayoutOptions.parse(dict(options or {}))
+    lines = [f"anchor {node}:{out} ({target.type}) in graph {target.graph.name if target.graph else '?'}"]
+    tops = top_static_graphs(work)
+    if not tops:
+        return "\n".join(lines + ["layout-conflict skips this model: no static graph"])
+    topological_sorting(work)
+    top = next((g for g in tops if target in all_nodes(work, g)), None)
+    if top is None:
+        return "\n".join(lines + ["the node is not in a static graph layout-conflict processes"])
+    index = _ModelIndex(work)
+    info = graph_info(top, opts)
+    table = get_ref_mapping(work, top, index)
+    marks = mark_all(work, top, all_nodes(work, top), opts, table, index)
+    a = AnchorRef(target, "out", out)
+    sym = table.a2s.get(a.name)
+    lines.append(f"processed graph: {top.name}; graph info: {info.as_dict()}")
+    if sym is None:
+        return "\n".join(lines + ["the anchor has no symbol"])
+    anchors = table.s2a.get(sym, [])
+    lines.append(f"symbol {sym} ({len(anchors)} anchors, in GE's order):")
+    for x in anchors:
+        lines.append(f"  {x.name:40s} [{_fmt_attrs(marks.of(x))}]" + ("   <- this anchor" if x == a else ""))
+    found = find_conflict_nodes(anchors, marks, info, index)
+    if not found:
+        lines.append("no conflict: no attribute pair of this symbol is an absolute conflict or fires a checker")
+    else:
+        lines.append("conflicts (an Identity goes before an in-anchor / after an out-anchor):")
+        for x in sorted(found, key=lambda y: y.name):
+            f = found[x]
+            skip = ""
+            if (x.is_in and is_skip_insert_in(x)) or (not x.is_in and is_skip_insert_out(x)):
+                skip = "  (insertion skipped: unknown shape or already an Identity/memcpy there)"
+            lines.append(
+                f"  {x.name}: {f.rule}; pair {f.pair[0]} [{_fmt_attrs(f.attrs[0])}] / {f.pair[1]} [{_fmt_attrs(f.attrs[1])}]{skip}"
+            )
+    if ctrl_node_subgraph_has_conflict(work, top):
+        lines.append("note: the control-node step (If/Case branches, While bodies) inserts Identities first")
+    return "\n".join(lines)

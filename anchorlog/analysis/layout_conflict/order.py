@@ -1,0 +1,93 @@
+"""GE's node order: ``ComputeGraph::TopologicalSorting`` (default DFS mode) and ``GetAllNodes``.
+
+The layout pass depends on it in three places (reference §10): the anchor order inside a symbol (which anchor
+is ``node_a``), the topological ids used as tie-breaks, and which pair first triggers an as-symbol checker.
+"""
+
+from __future__ import annotations
+
+from anchorlog.errors import PassFailure
+from anchorlog.facts.graph import Graph, Model, Node
+
+from ._ge import DATA_TYPES
+
+# Source nodes GE keeps in original order at the bottom of the DFS stack (so they are popped first).
+_INPUT_LIKE = DATA_TYPES | {"Input", "Recv", "Send"}
+
+
+def dfs_topo_order(g: Graph) -> list[Node]:
+    """GE's DFS topological order of ``g``'s direct nodes (``DFSTopologicalSorting``, not reversed).
+
+    Start stack: sources without any in-edge; data-like sources keep their order and are popped first,
+    other sources follow in their order. A popped node's newly ready successors are pushed per out anchor
+    (data consumers in link order), then its control successors; the last pushed is popped first.
+    """
+    g._ensure_index()
+    pending: dict[str, int] = {}
+    stack: list[Node] = []
+    specials = 0
+    out_indexes: dict[str, list[int]] = {}
+    for src, out in g._consumers:  # type: ignore[union-attr]
+        out_indexes.setdefault(src, []).append(out)
+    for n in g.nodes.values():
+        k = sum(1 for a in n.inputs if a is not None) + len(n.ctrl_inputs)
+        pending[n.name] = k
+        if k == 0:
+            if n.type not in _INPUT_LIKE:
+                stack.insert(0, n)
+                specials += 1
+            else:
+                stack.insert(specials, n)
+    order: list[Node] = []
+    nodes = g.nodes
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        for out in sorted(set(out_indexes.get(n.name, ()))):
+            ready = []
+            for dst, _ in g.consumers(n.name, out):
+                pending[dst] -= 1
+                if pending[dst] == 0:
+                    ready.append(nodes[dst])
+            stack.extend(ready)
+        ready = []
+        for dst in g.ctrl_successors(n.name):
+            pending[dst] -= 1
+            if pending[dst] == 0:
+                ready.append(nodes[dst])
+        stack.extend(ready)
+    if len(order) != len(nodes):
+        left = [n for n in nodes if n not in {o.name for o in order}]
+        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left[:5]}", g.name)
+    return order
+
+
+def topological_sorting(model: Model) -> None:
+    """``root.TopologicalSorting()``: reorder every graph's nodes in GE's DFS order and renumber ``id``
+    over ``GetAllNodes(root)`` (nodes of subgraphs not reachable from the root keep their ids)."""
+    for g in model.graphs:
+        order = dfs_topo_order(g)
+        if [n.name for n in order] != list(g.nodes):
+            g.nodes = {n.name: n for n in order}
+    for i, n in enumerate(all_nodes(model, model.root)):
+        n.id = i
+
+
+def all_nodes(model: Model, g: Graph) -> list[Node]:
+    """``ComputeGraph::GetAllNodes``: pre-order; a node is followed by all nodes of its subgraphs (first
+    subgraph first, recursively) before its next sibling."""
+    out: list[Node] = []
+    seen: set[str] = set()
+
+    def walk(graph: Graph) -> None:
+        if graph.name in seen:
+            return
+        seen.add(graph.name)
+        for n in graph.nodes.values():
+            out.append(n)
+            for s in n.subgraph_names:
+                if s and model.has_graph(s):
+                    walk(model.graph(s))
+
+    walk(g)
+    return out

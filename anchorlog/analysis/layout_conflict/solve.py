@@ -1,0 +1,201 @@
+"""Solving (reference §4.5, §3.6): an Identity before a conflicting in-anchor, or after a conflicting
+out-anchor for all its current consumers, built and attributed exactly as GE's ``CreateIdentityOpDesc``.
+
+The graph edits follow GE's ``InsertNodeBefore`` / ``InsertNodeAfter`` (control edges move to the new node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from anchorlog.facts.graph import Graph, Node, TensorDesc
+
+from ._ge import (
+    CANNOT_BE_DELETED,
+    MEMCPY_TYPES,
+    NO_NEED_CONSTANT_FOLDING,
+    REF_VAR_SRC_VAR_NAME,
+    attr_bool,
+    attr_str,
+    in_desc,
+    out_desc,
+    shape_unknown,
+)
+from .checkers import consumers, producer
+from .refmap import AnchorRef
+
+# String attributes GE's graph-edit helpers copy from the neighbour onto an inserted node.
+_WHITELIST_ATTRS = (
+    "_user_stream_label",
+    "_op_aicore_num",
+    "_op_vectorcore_num",
+    "_super_kernel_scope",
+    "_super_kernel_options",
+)
+_NO_CTRL_MOVE_FROM = frozenset({"AtomicAddrClean", "MemSet"})
+_SWITCH_TYPES = frozenset({"Switch", "RefSwitch", "SwitchN"})
+
+
+@dataclass
+class IdentityNamer:
+    """GE names inserted Identities ``identity_<k>_<dst>_MemLayoutConflict_<N>`` with a global counter N."""
+
+    counter: int = 0
+    names: list[str] = field(default_factory=list)
+
+    def name(self, graph: Graph, in_idx: int, dst: str) -> str:
+        base = f"identity_{in_idx}_{dst}_MemLayoutConflict_{self.counter}"
+        self.counter += 1
+        return graph.unique_name(base)
+
+
+def is_skip_insert_in(a: AnchorRef) -> bool:
+    """``IsSkipInsert(in)``: unknown shape, or already fed by a single-consumer Identity/memcpy."""
+    if shape_unknown(in_desc(a.node, a.idx)):
+        return True
+    p = producer(a.node, a.idx)
+    return p is not None and p.node.type in MEMCPY_TYPES and len(consumers(p)) == 1
+
+
+def is_skip_insert_out(a: AnchorRef) -> bool:
+    """``IsSkipInsert(out)``: unknown shape, or its only consumer is already an Identity/memcpy."""
+    if shape_unknown(out_desc(a.node, a.idx)):
+        return True
+    cons = consumers(a)
+    return len(cons) == 1 and cons[0].node.type in MEMCPY_TYPES
+
+
+def _identity_desc(src: AnchorRef) -> TensorDesc:
+    d = out_desc(src.node, src.idx)
+    td = d.copy() if d is not None else TensorDesc()
+    td.reuse_input = False
+    td.reuse_input_index = 0
+    td.del_attr(REF_VAR_SRC_VAR_NAME)
+    return td
+
+
+def create_identity(graph: Graph, in_anchors: list[AnchorRef], namer: IdentityNamer) -> Node:
+    """``CreateIdentityOpDesc``: one input/output per conflicting in-anchor (``x``/``y`` or ``x<i>``/``y<i>``),
+    descriptors copied from the producers, GE's attributes copied, marked not deletable."""
+    first = in_anchors[0]
+    node = Node(namer.name(graph, first.idx, first.node.name), "Identity")
+    single = len(in_anchors) == 1
+    in_names, out_names = [], []
+    for i, a in enumerate(in_anchors):
+        src = producer(a.node, a.idx)
+        td = _identity_desc(src) if src is not None else TensorDesc()
+        node.input_desc.append(td.copy())
+        node.output_desc.append(td.copy())
+        in_names.append("x" if single else f"x{i}")
+        out_names.append("y" if single else f"y{i}")
+    node.set_attr("_input_name_key", in_names)
+    node.set_attr("_input_name_value", list(range(len(in_names))))
+    node.set_attr("_output_name_key", out_names)
+    node.set_attr("_output_name_value", list(range(len(out_names))))
+    for a in in_anchors:
+        src = producer(a.node, a.idx)
+        if src is not None:
+            _copy_attr(src.node, a.node, node)
+    node.set_attr(NO_NEED_CONSTANT_FOLDING, False)
+    node.set_attr(CANNOT_BE_DELETED, True)
+    return node
+
+
+def _copy_attr(src: Node, dst: Node, ident: Node) -> None:
+    """GE's ``CopyAttr``: stream label / rts label from the consumer, batch label from the producer, and the
+    connected-to-data / connected-to-netoutput flags move onto the Identity."""
+    label = attr_str(dst, "_stream_label")
+    if label is not None:
+        ident.set_attr("_stream_label", label)
+    if "_rts_label_node" in dst.attrs and dst.attrs["_rts_label_node"].kind == "b":
+        ident.set_attr("_rts_label_node", bool(dst.attrs["_rts_label_node"].value))
+    batch = attr_str(src, "_batch_label")
+    if batch:
+        ident.set_attr("_batch_label", batch)
+    if attr_bool(dst, "_is_connected_to_data"):
+        dst.set_attr("_is_connected_to_data", False)
+        ident.set_attr("_is_connected_to_data", True)
+    if attr_bool(src, "_is_connected_to_netoutput"):
+        src.set_attr("_is_connected_to_netoutput", False)
+        ident.set_attr("_is_connected_to_netoutput", True)
+
+
+def _copy_whitelist(frm: Node, to: Node) -> None:
+    for key in _WHITELIST_ATTRS:
+        if key in frm.attrs and frm.attrs[key].kind == "s":
+            to.attrs[key] = frm.attrs[key]
+
+
+def insert_before(dst: AnchorRef, ident: Node, in_idx: int = 0, out_idx: int = 0) -> None:
+    """``InsertNodeBefore(dst_in)``: producer -> Identity.in[in_idx], Identity.out[out_idx] -> dst; the
+    consumer's control predecessors (except AtomicAddrClean/MemSet) move to the Identity."""
+    g = dst.node.graph
+    assert g is not None
+    src = producer(dst.node, dst.idx)
+    if ident.name not in g.nodes:
+        g.add_node(ident)
+    if src is not None:
+        g.connect(src.node.name, src.idx, ident.name, in_idx)
+    g.connect(ident.name, out_idx, dst.node.name, dst.idx)
+    for c in list(dst.node.ctrl_inputs):
+        if c in g.nodes and g.nodes[c].type not in _NO_CTRL_MOVE_FROM and c != ident.name:
+            g.remove_ctrl(c, dst.node.name)
+            g.add_ctrl(c, ident.name)
+    _copy_whitelist(dst.node, ident)
+
+
+def insert_after(src: AnchorRef, dsts: list[AnchorRef], ident: Node) -> None:
+    """``InsertNodeAfter(src_out, dsts)``: src -> Identity -> every dst; the producer's control successors
+    move to the Identity (not for Switch producers)."""
+    g = src.node.graph
+    assert g is not None
+    g.add_node(ident)
+    g.connect(src.node.name, src.idx, ident.name, 0)
+    for d in dsts:
+        g.connect(ident.name, 0, d.node.name, d.idx)
+    if src.node.type not in _SWITCH_TYPES:
+        for succ in g.ctrl_successors(src.node.name):
+            g.remove_ctrl(src.node.name, succ)
+            g.add_ctrl(ident.name, succ)
+    _copy_whitelist(src.node, ident)
+
+
+def update_netoutput_offsets(in_anchors: list[AnchorRef], ident: Node) -> None:
+    """``UpdateIsInputConstForNetoutput``: a NetOutput input's data offset moves onto the Identity input."""
+    for a in in_anchors:
+        if a.node.type != "NetOutput":
+            continue
+        d = in_desc(a.node, a.idx)
+        if d is None or "data_offset" not in d.other:
+            continue
+        p = producer(a.node, a.idx)
+        k = p.idx if p is not None else 0
+        if k < len(ident.input_desc):
+            ident.input_desc[k].other["data_offset"] = d.other["data_offset"]
+        d.other["data_offset"] = 0
+
+
+def solve_in_anchor(a: AnchorRef, namer: IdentityNamer) -> Node:
+    g = a.node.graph
+    assert g is not None
+    ident = create_identity(g, [a], namer)
+    insert_before(a, ident)
+    update_netoutput_offsets([a], ident)
+    return ident
+
+
+def solve_out_anchor(a: AnchorRef, namer: IdentityNamer) -> Node | None:
+    dsts = consumers(a)
+    if not dsts:
+        return None
+    g = a.node.graph
+    assert g is not None
+    ident = create_identity(g, [dsts[0]], namer)
+    insert_after(a, dsts, ident)
+    update_netoutput_offsets(dsts, ident)
+    return ident
+
+
+def insertion_record(ident: Node, where: str, anchor: AnchorRef, extra: dict[str, Any]) -> dict[str, Any]:
+    return {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", where: anchor.name, **extra}
