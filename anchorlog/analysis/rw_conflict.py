@@ -764,3 +764,29 @@ def run(model: Model, ctx: PassContext) -> dict:
         "warnings": rw.warnings,
         "copies": len(inserted),
     }
+
+
+# ---------------------------------------------------------------------------------------------------- Datalog
+def io_name_rows(model: Model, graph_names: dict[str, str] | None = None) -> list[tuple[str, str, str, int, str]]:
+    """Relation ``io_name(graph, node, io, idx, name)`` for ``rw_types.dl``: the op's input/output names."""
+    q = graph_names or {}
+    rows: list[tuple[str, str, str, int, str]] = []
+    for g in model.graphs:
+        gq = q.get(g.name, g.name)
+        for n in g.nodes.values():
+            for io in ("in", "out"):
+                for name, i in io_names(n, io).items():
+                    rows.append((gq, n.name, io, int(i), name))
+    return rows
+
+
+def rw_types_datalog(model: Model, db: Any = None, *, engine: str = "sqlite") -> Any:
+    """Run ``queries/rw_types.dl`` on ``model`` (facts from ``db`` when given); returns the engine result
+    (relations ``out_rw``, ``in_rw``, ``rw_edge``, ``rw_sub_identity``)."""
+    from anchorlog.facts.relations import FactDB
+    from anchorlog.queries import Program
+
+    if db is None:
+        db = FactDB.from_model(model)
+    prog = Program.from_file(RW_TYPES_DL)
+    return prog.run(db, engine=engine, extra={"io_name": io_name_rows(model)})
