@@ -1732,3 +1732,19 @@ def write_model(model: Model, path: str | os.PathLike) -> None:
     else:
         data = model_to_text(model).encode("utf-8", "surrogateescape")
     atomic_write_bytes(path, data)
+
+
+def read_any(path: str | os.PathLike) -> Model:
+    """A GE model (text or binary), or an ONNX model (``.onnx``) imported through
+    :func:`anchorlog.facts.onnx_import.read_onnx`."""
+    path = os.fspath(path)
+    if path.lower().endswith(".onnx"):
+        if not os.path.exists(path):
+            raise InputError("no such file", path)
+        from anchorlog.facts.onnx_import import read_onnx
+
+        model = read_onnx(path)
+        if model.source is None:
+            model.source = path
+        return model
+    return read_model(path)
