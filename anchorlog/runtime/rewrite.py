@@ -1,0 +1,324 @@
+"""Shared graph-edit primitives: the few edits GE's memory passes make, with GE's exact side effects.
+
+Every analysis concludes in Datalog/Python and then asks this module to change the graph. The API is small:
+
+* :func:`reaches` / :func:`would_create_cycle` -- BFS over data ∪ control successors (GE's
+  ``IsReachableThroughDataOrControlEdges`` / ``WouldCreateControlCycle``).
+* :class:`CtrlEdgeBatch` -- add a round of control edges, skipping existing ones, refusing self-loops and
+  (optionally) edges that would close a cycle; :meth:`CtrlEdgeBatch.rollback` removes exactly the edges this
+  round added (GE's ``ApplyPendingControlEdges`` + ``RollbackAddedControlEdges``).
+* :func:`isolate_and_delete` -- GE ``BaseNodePass::IsolateAndDeleteNode`` / ``GraphUtils::IsolateNode``:
+  relink data per ``io_map``, re-link every (in-node, out-node) pair not already joined by a relinked data edge
+  or a control edge with a control edge (a ``NoOp`` hub above GE's threshold), then drop the node.
+* :func:`insert_identity_after` / :func:`insert_identity_before` -- GE ``GraphUtils::InsertNodeAfter`` /
+  ``InsertNodeBefore`` with a new ``Identity`` (attributes given by the caller), including the control-edge
+  moves those helpers do (reference §3.6).
+
+All functions work on one :class:`~anchorlog.facts.graph.Graph` (GE never edits across a subgraph boundary
+here) and keep its consumer index valid. Failures raise :class:`~anchorlog.errors.PassFailure`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from anchorlog.errors import PassFailure
+from anchorlog.facts.graph import Graph, Node, TensorDesc
+
+# GE graph_utils kNoOpOptimizeThreshold: above this many (in-node x out-node) pairs IsolateNode uses a NoOp hub.
+NOOP_OPTIMIZE_THRESHOLD = 1000
+# InsertNodeBefore keeps control edges coming from these producers on the original node (reference §3.6).
+_KEEP_CTRL_FROM = frozenset({"AtomicAddrClean", "MemSet"})
+# InsertNodeAfter does not move out-control edges away from these sources.
+_NO_CTRL_MOVE_SRC = frozenset({"Switch", "RefSwitch", "SwitchN"})
+# Attributes InsertNodeAfter/Before copy from the neighbour onto the new node when present (strings).
+_WHITELIST_ATTRS = (
+    "_user_stream_label",
+    "_op_aicore_num",
+    "_op_vectorcore_num",
+    "_super_kernel_scope",
+    "_super_kernel_options",
+)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Adjacency helpers
+# --------------------------------------------------------------------------------------------------------------
+def out_nodes(graph: Graph, name: str) -> list[str]:
+    """GE ``Node::GetOutNodes``: data consumers (per output, in link order) then control successors."""
+    result: list[str] = []
+    for o in out_indices(graph, name):
+        result.extend(dst for dst, _ in graph.consumers(name, o))
+    result.extend(graph.ctrl_successors(name))
+    return result
+
+
+def in_nodes(graph: Graph, name: str) -> list[str]:
+    """GE ``Node::GetInNodes``: data producers (per input) then control predecessors."""
+    node = graph.nodes[name]
+    return [a[0] for a in node.inputs if a is not None] + list(node.ctrl_inputs)
+
+
+def out_indices(graph: Graph, name: str) -> list[int]:
+    """Output indices of ``name``: its declared outputs plus any further index that has consumers (graphs built
+    without output descriptors)."""
+    n = graph.nodes[name].num_outputs
+    idx = list(range(n))
+    o = n
+    while graph.consumers(name, o):
+        idx.append(o)
+        o += 1
+    return idx
+
+
+def _successors(graph: Graph, name: str) -> Iterable[str]:
+    for o in out_indices(graph, name):
+        for dst, _ in graph.consumers(name, o):
+            yield dst
+    yield from graph.ctrl_successors(name)
+
+
+def reaches(graph: Graph, src: str, dst: str) -> bool:
+    """True when ``dst`` is reachable from ``src`` along data ∪ control edges (``src == dst`` counts)."""
+    if src == dst:
+        return True
+    seen = {src}
+    todo = deque([src])
+    while todo:
+        cur = todo.popleft()
+        for nxt in _successors(graph, cur):
+            if nxt == dst:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def would_create_cycle(graph: Graph, src: str, dst: str) -> bool:
+    """Would a new control edge ``src -> dst`` close a cycle? (``dst`` already reaches ``src``.)"""
+    return reaches(graph, dst, src)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Control edges with rollback
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class CtrlEdgeBatch:
+    """One round of control-edge additions on ``graph`` that can be undone as a whole.
+
+    ``add`` skips edges that already exist (they are not recorded, so a rollback never removes a pre-existing
+    edge) and raises :class:`PassFailure` for a self-loop, an unknown node, or -- with ``check_cycle`` -- an edge
+    that would close a cycle. Callers catch the failure and call :meth:`rollback`.
+    """
+
+    graph: Graph
+    check_cycle: bool = True
+    added: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, src: str, dst: str) -> bool:
+        """Add ``src -> dst``; True when it was new."""
+        g = self.graph
+        if src not in g.nodes or dst not in g.nodes:
+            raise PassFailure(f"control edge {src} -> {dst}: node not in graph {g.name}", g.name)
+        if src == dst:
+            raise PassFailure(f"control edge {src} -> {dst} would be a self-loop", g.name)
+        if src in g.nodes[dst].ctrl_inputs:
+            return False
+        if self.check_cycle and would_create_cycle(g, src, dst):
+            raise PassFailure(f"control edge {src} -> {dst} would create a cycle", g.name)
+        g.add_ctrl(src, dst)
+        self.added.append((src, dst))
+        return True
+
+    def add_all(self, edges: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Add every edge in order; on the first failure roll back this batch and re-raise."""
+        try:
+            for s, d in edges:
+                self.add(s, d)
+        except PassFailure:
+            self.rollback()
+            raise
+        return list(self.added)
+
+    def rollback(self) -> None:
+        """Remove the edges this batch added (newest first)."""
+        for s, d in reversed(self.added):
+            if s in self.graph.nodes and d in self.graph.nodes:
+                self.graph.remove_ctrl(s, d)
+        self.added.clear()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Node deletion (IsolateAndDeleteNode)
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class IsolateResult:
+    """What :func:`isolate_and_delete` changed."""
+
+    node: str
+    data_edges: list[tuple[str, int, str, int]] = field(default_factory=list)  # relinked (src, out, dst, in)
+    ctrl_edges: list[tuple[str, str]] = field(default_factory=list)  # control edges added around the node
+    noop: str | None = None  # NoOp hub created when GE would use one
+    in_nodes: list[str] = field(default_factory=list)
+    out_nodes: list[str] = field(default_factory=list)
+
+
+def isolate_and_delete(graph: Graph, name: str, io_map: dict[int, int] | None = None) -> IsolateResult:
+    """Delete node ``name`` like GE's ``IsolateAndDeleteNode(node, io_map)``.
+
+    ``io_map[out] = in``: every consumer of output ``out`` is re-fed by the producer of input ``in``; outputs
+    not in the map are simply unlinked (default ``{0: 0}``). Then each (in-node, out-node) pair over all data and
+    control neighbours that is neither joined by a relinked data edge nor already control-linked gets a control
+    edge (self pairs skipped); with more than ``NOOP_OPTIMIZE_THRESHOLD`` pairs a ``NoOp`` hub carries them.
+    """
+    if name not in graph.nodes:
+        raise PassFailure(f"cannot delete {name}: not in graph {graph.name}", graph.name)
+    io_map = {0: 0} if io_map is None else io_map
+    node = graph.nodes[name]
+    res = IsolateResult(name)
+    ins = _unique(in_nodes(graph, name))
+    outs = _unique(out_nodes(graph, name))
+    res.in_nodes, res.out_nodes = ins, outs
+    data_joined: set[tuple[str, str]] = set()
+
+    for o in out_indices(graph, name):
+        consumers = graph.consumers(name, o)
+        in_idx = io_map.get(o)
+        producer = node.inputs[in_idx] if in_idx is not None and in_idx < len(node.inputs) else None
+        if in_idx is not None and in_idx >= max(len(node.inputs), len(node.input_desc)):
+            raise PassFailure(f"cannot delete {name}: io_map names input {in_idx} it does not have", graph.name)
+        for dst, di in consumers:
+            graph.disconnect(dst, di)
+            if producer is not None:
+                graph.connect(producer[0], producer[1], dst, di)
+                res.data_edges.append((producer[0], producer[1], dst, di))
+                data_joined.add((producer[0], dst))
+
+    pairs = [(i, o) for i in ins for o in outs]
+    if len(pairs) > NOOP_OPTIMIZE_THRESHOLD and len(pairs) > len(ins) + len(outs):
+        hub_in = [i for i in ins if not all((i, o) in data_joined for o in outs)]
+        hub_out = [o for o in outs if not all((i, o) in data_joined for i in ins)]
+        if hub_in and hub_out:
+            hub = graph.unique_name(f"{name}_noop")
+            graph.add_node(Node(hub, "NoOp"))
+            res.noop = hub
+            for i in hub_in:
+                graph.add_ctrl(i, hub)
+                res.ctrl_edges.append((i, hub))
+            for o in hub_out:
+                graph.add_ctrl(hub, o)
+                res.ctrl_edges.append((hub, o))
+    else:
+        for i, o in pairs:
+            if (i, o) in data_joined or i == o or i == name or o == name:
+                continue
+            if i in graph.nodes[o].ctrl_inputs:
+                continue
+            graph.add_ctrl(i, o)
+            res.ctrl_edges.append((i, o))
+    graph.remove_node(name)
+    return res
+
+
+def _unique(names: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for n in names:
+        if n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Identity insertion (InsertNodeAfter / InsertNodeBefore)
+# --------------------------------------------------------------------------------------------------------------
+def _new_identity(name: str, desc: TensorDesc | None, attrs: dict | None) -> Node:
+    td = desc.copy() if desc is not None else TensorDesc()
+    td.reuse_input = False
+    td.reuse_input_index = 0
+    node = Node(name, "Identity", input_desc=[td.copy()], output_desc=[td.copy()])
+    for k, v in (attrs or {}).items():
+        node.set_attr(k, v)
+    return node
+
+
+def _copy_whitelist(src: Node, dst: Node) -> None:
+    for key in _WHITELIST_ATTRS:
+        if key in src.attrs and key not in dst.attrs:
+            dst.attrs[key] = src.attrs[key]
+
+
+def insert_identity_after(
+    graph: Graph,
+    src: tuple[str, int],
+    dsts: list[tuple[str, int]],
+    *,
+    name: str,
+    attrs: dict | None = None,
+    desc: TensorDesc | None = None,
+    move_ctrl: bool = True,
+) -> str:
+    """GE ``InsertNodeAfter(src_out, dsts, Identity)``: ``src -> Identity -> each dst`` (other consumers of
+    ``src`` untouched). With ``move_ctrl`` every out-control edge of ``src``'s node moves to the Identity, as GE
+    does (except for Switch-type sources). ``name`` is made unique. Returns the Identity's name."""
+    sname, sout = src
+    if sname not in graph.nodes:
+        raise PassFailure(f"cannot insert after {sname}:{sout}: not in graph {graph.name}", graph.name)
+    snode = graph.nodes[sname]
+    ident_name = graph.unique_name(name)
+    td = desc if desc is not None else (snode.output_desc[sout] if sout < len(snode.output_desc) else None)
+    ident = _new_identity(ident_name, td, attrs)
+    graph.add_node(ident, after=sname)
+    graph.connect(sname, sout, ident_name, 0)
+    for dname, din in dsts:
+        if graph.nodes[dname].inputs[din] != (sname, sout):
+            raise PassFailure(f"{dname}:{din} is not fed by {sname}:{sout}", graph.name)
+        graph.connect(ident_name, 0, dname, din)
+    if move_ctrl and snode.type not in _NO_CTRL_MOVE_SRC:
+        for succ in graph.ctrl_successors(sname):
+            if succ == ident_name:
+                continue
+            graph.remove_ctrl(sname, succ)
+            graph.add_ctrl(ident_name, succ)
+    _copy_whitelist(snode, ident)
+    return ident_name
+
+
+def insert_identity_before(
+    graph: Graph,
+    dst: tuple[str, int],
+    *,
+    name: str,
+    attrs: dict | None = None,
+    desc: TensorDesc | None = None,
+    move_ctrl: bool = True,
+) -> str:
+    """GE ``InsertNodeBefore(dst_in, Identity)``: ``producer -> Identity -> dst``. With ``move_ctrl`` every
+    in-control edge of ``dst``'s node moves to the Identity, except those from AtomicAddrClean/MemSet nodes.
+    Returns the Identity's name."""
+    dname, din = dst
+    dnode = graph.nodes[dname]
+    producer = dnode.inputs[din] if din < len(dnode.inputs) else None
+    if producer is None:
+        raise PassFailure(f"cannot insert before {dname}:{din}: input not connected", graph.name)
+    pnode = graph.nodes[producer[0]]
+    ident_name = graph.unique_name(name)
+    td = (
+        desc if desc is not None else (pnode.output_desc[producer[1]] if producer[1] < len(pnode.output_desc) else None)
+    )
+    ident = _new_identity(ident_name, td, attrs)
+    graph.add_node(ident, after=producer[0])
+    graph.connect(producer[0], producer[1], ident_name, 0)
+    graph.connect(ident_name, 0, dname, din)
+    if move_ctrl:
+        for c in list(dnode.ctrl_inputs):
+            if c in graph.nodes and graph.nodes[c].type in _KEEP_CTRL_FROM:
+                continue
+            graph.remove_ctrl(c, dname)
+            graph.add_ctrl(c, ident_name)
+    _copy_whitelist(dnode, ident)
+    return ident_name
