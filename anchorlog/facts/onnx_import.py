@@ -449,6 +449,11 @@ class _Importer:
                 conv = self.convert_attr(a)
                 if conv is not None:
                     node.attrs[a.name] = conv
+        if op_type == "If":
+            # GE's If convention: subgraph 0 is the then-branch, 1 the else-branch (ONNX stores attributes
+            # sorted by name, so else_branch usually comes first).
+            order = {"then_branch": 0, "else_branch": 1}
+            bodies.sort(key=lambda b: order.get(b[0], 2))
         if op_type == "Constant" and np_.domain in ("", "ai.onnx"):
             self.constant_value(node)
         elif op_type == "Concat" and "axis" in node.attrs:

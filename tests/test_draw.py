@@ -1,0 +1,184 @@
+"""Drawing: DOT structure (clusters, labels, dashed control edges, highlights, region cut), SVG/PNG output,
+draw_diff, and the ``draw`` command including a missing ``dot``."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import shutil
+
+import pytest
+
+from anchorlog import draw
+from anchorlog.errors import AnchorlogError, InputError
+from anchorlog.facts.generate import generate_transformer
+from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot not installed")
+
+
+def small_model() -> Model:
+    """a -> b -> out, ctrl a -> c, and an If-like wrapper w owning subgraph 'sub'."""
+    m = Model("m")
+    g = Graph("root")
+    m.add_graph(g)
+    for name, typ, ins in [
+        ("a", "Data", []),
+        ("b", "ReLU", [("a", 0)]),
+        ("c", "Identity", [("a", 0)]),
+        ("w", "PartitionedCall", [("b", 0)]),
+    ]:
+        g.add_node(
+            Node(name, typ, inputs=list(ins), input_desc=[TensorDesc() for _ in ins], output_desc=[TensorDesc()])
+        )
+    g.add_node(Node("out", "NetOutput", inputs=[("w", 0), ("c", 0)], input_desc=[TensorDesc(), TensorDesc()]))
+    g.add_ctrl("b", "c")
+    g.nodes["w"].subgraph_names = ["sub"]
+    s = Graph("sub")
+    m.add_graph(s)
+    s.add_node(Node("sub_in", "Data", output_desc=[TensorDesc()]))
+    s.add_node(Node("sub_out", "NetOutput", inputs=[("sub_in", 0)], input_desc=[TensorDesc()]))
+    return m
+
+
+def _ids(dot: str) -> dict[str, str]:
+    """node label name -> dot id"""
+    return {m.group(2): m.group(1) for m in re.finditer(r'^\s*(g\d+n\d+) \[label="([^"\\]+)\\n', dot, re.M)}
+
+
+def test_dot_structure():
+    dot = draw.to_dot(small_model(), highlight=["b"], highlight_types=["Identity"])
+    ids = _ids(dot)
+    assert set(ids) == {"a", "b", "c", "w", "out", "sub_in", "sub_out"}
+    assert "subgraph cluster_0" in dot and 'label="sub"' in dot
+    assert f'{ids["a"]} -> {ids["b"]} [label="0:0"]' in dot
+    assert f'{ids["c"]} -> {ids["out"]} [label="0:1"]' in dot
+    assert re.search(rf"{ids['b']} -> {ids['c']} \[style=dashed", dot)
+    assert re.search(rf"{ids['w']} -> {ids['sub_in']} \[lhead=cluster_0", dot)
+    b_line = next(line for line in dot.splitlines() if line.strip().startswith(ids["b"] + " ["))
+    assert draw.HIGHLIGHT_COLOR in b_line
+    c_line = next(line for line in dot.splitlines() if line.strip().startswith(ids["c"] + " ["))
+    assert draw.TYPE_COLOR in c_line
+
+
+def test_draw_one_subgraph_and_unknown_graph():
+    dot = draw.to_dot(small_model(), graph="sub")
+    assert set(_ids(dot)) == {"sub_in", "sub_out"}
+    with pytest.raises(InputError):
+        draw.to_dot(small_model(), graph="nope")
+
+
+def test_quoting_of_odd_names():
+    m = small_model()
+    n = m.root.nodes["b"]
+    m.root.nodes.pop("b")
+    n.name = 'b"q\\x'
+    m.root.nodes[n.name] = n
+    dot = draw.to_dot(m)
+    assert 'label="b\\"q\\\\x\\nReLU"' in dot
+
+
+def test_max_nodes_cuts_a_region_around_highlights():
+    m = generate_transformer(3, seed=0)
+    target = "layer1/attn/softmax"
+    dot = draw.to_dot(m, highlight=[target], max_nodes=25)
+    ids = _ids(dot)
+    assert len(ids) == 25 and target in ids
+    assert "showing 25 of" in dot
+    assert "layer1/attn/cast_fp32" in ids  # a direct neighbour comes along
+    assert len(_ids(draw.to_dot(m, max_nodes=10))) == 10
+
+
+@needs_dot
+def test_svg_object_and_files(tmp_path):
+    svg = draw.render(small_model())
+    assert svg._repr_svg_().lstrip().startswith(("<?xml", "<svg", "<!DOCTYPE"))
+    assert "<svg" in str(svg)
+    dot = draw.to_dot(small_model())
+    draw.write_drawing(dot, tmp_path / "x.png")
+    assert (tmp_path / "x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    draw.write_drawing(dot, tmp_path / "x.dot")
+    assert (tmp_path / "x.dot").read_text() == dot
+    with pytest.raises(AnchorlogError):
+        draw.write_drawing(dot, tmp_path / "x.jpg2")
+
+
+def test_diff_marks_removed_and_added():
+    before = generate_transformer(2, seed=0, tp=1)
+    after = copy.deepcopy(before)
+    g = after.root
+    tm = "layer0/attn/k_cache_update/tensor_move"
+    src = g.nodes[tm].inputs[0]
+    for dst, i in g.consumers(tm, 0):
+        g.connect(src[0], src[1], dst, i)
+    g.remove_node(tm)
+    g.add_node(
+        Node(
+            "new_identity",
+            "Identity",
+            inputs=[("layer0/attn/k_rope", 0)],
+            input_desc=[TensorDesc()],
+            output_desc=[TensorDesc()],
+        )
+    )
+    dot = draw.diff_dot(before, after, max_nodes=12)
+    ids = _ids(dot)
+    assert tm in ids and "new_identity" in ids and "layer0/attn/k_cache_update" in ids
+    removed_line = next(line for line in dot.splitlines() if line.strip().startswith(ids[tm] + " ["))
+    assert draw.REMOVED_COLOR in removed_line and "dashed" in removed_line
+    added_line = next(line for line in dot.splitlines() if line.strip().startswith(ids["new_identity"] + " ["))
+    assert draw.ADDED_COLOR in added_line
+    # the removed node's old edges are drawn as red ghosts; the bypass edge is drawn as new
+    assert re.search(
+        rf'{ids[tm]} -> {ids["layer0/attn/k_cache_update"]} \[label="0:1", style=dashed, color="#c62828"', dot
+    )
+    assert re.search(
+        rf'{ids["layer0/attn/k_rope"]} -> {ids["layer0/attn/k_cache_update"]} \[label="0:1", color="#2e7d32"', dot
+    )
+    assert "+1 -1 nodes" in dot
+    # the input models are left alone
+    assert tm in before.root.nodes and tm not in after.root.nodes
+
+
+def _run_cli(argv: list[str]) -> int:
+    from anchorlog.commands import draw as cmd
+
+    parser = argparse.ArgumentParser(prog="anchorlog")
+    cmd.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@needs_dot
+def test_draw_command(tmp_path):
+    ge_io = pytest.importorskip("anchorlog.facts.ge_io")
+    src = tmp_path / "m.pbtxt"
+    ge_io.write_model(generate_transformer(2, seed=1), src)
+    out = tmp_path / "m.svg"
+    argv = [
+        "draw",
+        str(src),
+        "-o",
+        str(out),
+        "--highlight",
+        "layer0/attn/softmax",
+        "--highlight-type",
+        "TensorMove",
+        "--max-nodes",
+        "30",
+    ]
+    assert _run_cli(argv) == 0
+    assert "<svg" in out.read_text()
+    assert _run_cli(["draw", str(src), "-o", str(tmp_path / "m.png"), "--graph", "final_norm_then"]) == 0
+    with pytest.raises(InputError):
+        _run_cli(["draw", str(src), "-o", str(out), "--highlight", "no_such_node"])
+
+
+def test_draw_command_without_dot(tmp_path, monkeypatch):
+    monkeypatch.setattr(draw.shutil, "which", lambda name: None)
+    out = tmp_path / "m.svg"
+    with pytest.raises(AnchorlogError) as e:
+        _run_cli(["draw", "whatever.pbtxt", "-o", str(out)])
+    assert "apt-get install graphviz" in str(e.value) and "\n" not in str(e.value)
+    assert e.value.exit_status == 2 and not out.exists()
