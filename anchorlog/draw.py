@@ -169,8 +169,9 @@ def _dot_from(
     graphs = _graphs_under(model, graph)
     seeds_names = style.highlight | style.added | style.removed
     seeds = [(g.name, n) for g in graphs for n in g.nodes if n in seeds_names]
-    seeds += [(g.name, n.name) for g in graphs for n in g.nodes.values() if n.type in style.highlight_types]
     seeds += [(e[0], e[1]) for e in style.added_edges] + [(e[0], e[3]) for e in style.added_edges]
+    if not seeds:  # named nodes focus the region; highlighted types only when nothing is named
+        seeds = [(g.name, n.name) for g in graphs for n in g.nodes.values() if n.type in style.highlight_types]
     ghost_edges = list(ghost_edges)
     links = [((e[0], e[1]), (e[0], e[3])) for e in ghost_edges]
     region = _select_region(model, graphs, seeds, max_nodes, links)
