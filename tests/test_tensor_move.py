@@ -565,3 +565,21 @@ def test_explain_names_the_rule_and_facts():
     assert "DELETED" in text and "special source" in text
     with pytest.raises(OptionError):
         explain(_special("Variable", "relu:ReLU"), "nope")
+
+
+def test_explain_command_dispatches_by_node_type(tmp_path, capsys):
+    from anchorlog.analysis.explainers import explain as dispatch
+    from anchorlog.facts.ge_io import write_model
+
+    m = _data_tm()
+    path = tmp_path / "m.pbtxt"
+    write_model(m, path)
+    text = dispatch(m, "tm", options={REUSE_OUT: "0,0"})
+    assert "DELETED" in text
+    with pytest.raises(OptionError):
+        dispatch(_data_tm(), "data")
+    from anchorlog.cli import main
+
+    rc = main(["explain", str(path), "tm"])
+    assert rc in (0, None)
+    assert "rule2-reuse" not in capsys.readouterr().out  # words, not rule ids

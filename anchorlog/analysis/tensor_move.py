@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anchorlog.analysis.explainers import register_explainer
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.analysis.rw_conflict import RWTypes, conflict_result
 from anchorlog.errors import AnchorlogError, OptionError, PassFailure
@@ -976,6 +977,7 @@ def explain_verdict(t: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@register_explainer("tensor-move-delete", node_types=("TensorMove",))
 def explain(model: Model, name: str, *, options: dict[str, str] | None = None, **_: Any) -> str:
     """``anchorlog explain IN TM``: run the pass on ``model`` and describe what happened to TensorMove ``name``."""
     section = run_tensor_move_delete(model, dict(options or {}))
