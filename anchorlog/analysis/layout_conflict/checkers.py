@@ -106,17 +106,16 @@ class Checker:
 
 
 REGISTRY: dict[tuple[int, int], Checker] = {}
-CHECKERS: dict[str, Checker] = {}
+CHECKERS: dict[str, list[Checker]] = {}  # GE source file -> its registrations
 
 
 def register(x: AnchorAttribute, y: AnchorAttribute, fn: CheckerFn, name: str, as_symbol: bool = False) -> None:
-    """``REGISTER_FUNC(x, y, fn)`` (symmetric). One checker (GE source file) may own several pairs."""
+    """``REGISTER_FUNC(x, y, fn)`` (symmetric). ``name`` is GE's checker source file; one file may register
+    several pairs, with one function or several."""
     if (x, y) in REGISTRY or (x, y) in ABSOLUTE_CONFLICT or (x, y) in ABSOLUTE_NO_CONFLICT:
         raise ValueError(f"pair {x.name} x {y.name} registered twice")
-    chk = CHECKERS.get(name)
-    if chk is None:
-        chk = CHECKERS[name] = Checker(name, fn, as_symbol)
-    chk.pairs.append((x, y))
+    chk = Checker(name, fn, as_symbol, [(x, y)])
+    CHECKERS.setdefault(name, []).append(chk)
     REGISTRY[(x, y)] = REGISTRY[(y, x)] = chk
 
 

@@ -30,7 +30,7 @@ from ._ge import (
 )
 from .attributes import is_continuous_input, is_nopadding_continuous_input
 from .checkers import consumers, producer
-from .order import all_nodes
+from .order import all_nodes, graph_nodes
 from .refmap import AnchorRef, get_ref_mapping
 from .solve import IdentityNamer, create_identity, insert_before, is_skip_insert_in, update_netoutput_offsets
 
@@ -85,11 +85,11 @@ def check_one_subgraph(model: Model, sg: Graph, index: _ModelIndex) -> list[Conf
     return found
 
 
-def while_body_data_to_netoutput(body: Graph) -> tuple[list[Node], set[int]]:
+def while_body_data_to_netoutput(model: Model, body: Graph) -> tuple[list[Node], set[int]]:
     """``GetWhileBodyDataToNetoutputNodes``: body Data passed straight to NetOutput; index changed / kept."""
     changed: list[Node] = []
     bypass: set[int] = set()
-    for n in body.nodes.values():
+    for n in graph_nodes(model, body):
         if n.type != "Data":
             continue
         p = attr_int(n, PARENT_NODE_INDEX)
@@ -114,7 +114,7 @@ def while_needs_output_identity(model: Model, body: Graph, index: _ModelIndex) -
     net = netoutput_of(body)
     if n_in(net) != 1:
         return True, f"body NetOutput has {n_in(net)} inputs"
-    data = next((n for n in body.nodes.values() if n.type == "Data"), None)
+    data = next((n for n in graph_nodes(model, body) if n.type == "Data"), None)
     if data is None:
         raise PassFailure(f"while body {body.name} has no Data", body.name)
     if n_out(data) != 1:
@@ -146,7 +146,7 @@ def check_while(model: Model, w: Node, index: _ModelIndex) -> tuple[list[Conflic
     body = subgraph(model, w, 1)
     if body is None:
         raise PassFailure(f"While {w.name} has no body subgraph (index 1)", w.name)
-    changed, bypass = while_body_data_to_netoutput(body)
+    changed, bypass = while_body_data_to_netoutput(model, body)
     net = netoutput_of(body)
     need, why = while_needs_output_identity(model, body, index)
     outs: list[Conflict] = []

@@ -6,6 +6,8 @@ is ``node_a``), the topological ids used as tie-breaks, and which pair first tri
 
 from __future__ import annotations
 
+import weakref
+
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
 
@@ -62,15 +64,30 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     return order
 
 
+# GE keeps its node list in topological order; our IR keeps the stored (file) order, which is also the
+# consumer link order, so the sorted order is remembered beside the model instead of reordering its nodes.
+_TOPO: weakref.WeakKeyDictionary[Model, dict[str, list[Node]]] = weakref.WeakKeyDictionary()
+
+
 def topological_sorting(model: Model) -> None:
-    """``root.TopologicalSorting()``: reorder every graph's nodes in GE's DFS order and renumber ``id``
-    over ``GetAllNodes(root)`` (nodes of subgraphs not reachable from the root keep their ids)."""
-    for g in model.graphs:
-        order = dfs_topo_order(g)
-        if [n.name for n in order] != list(g.nodes):
-            g.nodes = {n.name: n for n in order}
+    """``root.TopologicalSorting()``: GE's DFS order for every graph (remembered for :func:`graph_nodes`) and
+    ``id`` renumbered over ``GetAllNodes(root)``."""
+    _TOPO[model] = {g.name: dfs_topo_order(g) for g in model.graphs}
     for i, n in enumerate(all_nodes(model, model.root)):
         n.id = i
+
+
+def graph_nodes(model: Model, g: Graph) -> list[Node]:
+    """The direct nodes of ``g`` in GE's order: the last topological sort, then nodes added since (GE appends
+    new nodes to the list); the stored order when the model was never sorted."""
+    order = _TOPO.get(model, {}).get(g.name)
+    if order is None:
+        return list(g.nodes.values())
+    kept = [n for n in order if g.nodes.get(n.name) is n]
+    if len(kept) == len(g.nodes):
+        return kept
+    known = {id(n) for n in kept}
+    return kept + [n for n in g.nodes.values() if id(n) not in known]
 
 
 def all_nodes(model: Model, g: Graph) -> list[Node]:
@@ -78,16 +95,17 @@ def all_nodes(model: Model, g: Graph) -> list[Node]:
     subgraph first, recursively) before its next sibling."""
     out: list[Node] = []
     seen: set[str] = set()
+    graphs = {x.name: x for x in model.graphs}
 
     def walk(graph: Graph) -> None:
         if graph.name in seen:
             return
         seen.add(graph.name)
-        for n in graph.nodes.values():
+        for n in graph_nodes(model, graph):
             out.append(n)
             for s in n.subgraph_names:
-                if s and model.has_graph(s):
-                    walk(model.graph(s))
+                if s in graphs:
+                    walk(graphs[s])
 
     walk(g)
     return out
