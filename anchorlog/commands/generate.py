@@ -13,7 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="generate a synthetic GE graph",
         description="Generate a synthetic GE-style graph, deterministic for a seed.",
     )
-    kinds = p.add_subparsers(dest="kind", metavar="KIND")
+    # Same parser class as the caller's, so usage errors below are reported the way the CLI reports them.
+    kinds = p.add_subparsers(dest="kind", metavar="KIND", parser_class=type(p))
     kinds.required = True
     t = kinds.add_parser(
         "transformer",
@@ -44,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--partition-every", type=int, default=4, help="MLP of every N-th layer in a PartitionedCall (0: none)"
     )
     t.add_argument("--no-if", action="store_true", help="no If around the final norm")
+    # The CLI adds its global flags to each command's parser; this nested one needs them too.
+    t.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    t.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     t.set_defaults(func=run)
 
 

@@ -480,17 +480,18 @@ class _TransformerGen:
             t = self.transpose(b, f"{p}/attn/merge_transpose", (ctx, 0), perm, [B, S, nh, D])
             merged = self.reshape(b, f"{p}/attn/merge_reshape", t, [B * S, nh * D])
         else:
-            # Heads split apart and concatenated back along the feature axis.
+            # Per-head gating (heads split apart, scaled one by one) and the heads concatenated back along
+            # the head axis before the usual transpose/reshape merge.
             parts = self.split(b, f"{p}/attn/split_heads", (ctx, 0), 1, [1] * nh)
+            gated = []
+            for j in range(nh):
+                scale = round(0.5 + self.rng.random(), 3)
+                gate = b.op(f"{p}/attn/head{j}_gate", "Muls", [(parts, j)], [self.d([B, 1, S, D])], {"value": scale})
+                gated.append((gate, 0))
             ctype = self.rng.choice(["ConcatD", "ConcatV2D"])
-            cat = b.op(
-                f"{p}/attn/concat_heads",
-                ctype,
-                [(parts, j) for j in range(nh)],
-                [self.d([B, 1, S, nh * D])],
-                {"concat_dim": 3, "N": nh},
-            )
-            merged = self.reshape(b, f"{p}/attn/merge_reshape", (cat, 0), [B * S, nh * D])
+            cat = b.op(f"{p}/attn/concat_heads", ctype, gated, [self.d([B, nh, S, D])], {"concat_dim": 1, "N": nh})
+            t = self.transpose(b, f"{p}/attn/merge_transpose", (cat, 0), perm, [B, S, nh, D])
+            merged = self.reshape(b, f"{p}/attn/merge_reshape", t, [B * S, nh * D])
         o = self.matmul(b, f"{p}/attn/o_proj", merged, nh * D, H)
         o = self.allreduce(b, f"{p}/attn/all_reduce", o)
         o3 = self.reshape(b, f"{p}/attn/reshape_out", o, [B, S, H])
