@@ -267,9 +267,12 @@ _PASS_THROUGH_TYPES = frozenset(OP_CLASSES["pass_through"])
 _TENSOR_DATA_INLINE = 1024  # bytes of TensorDef data kept inline (hex) in JSON; larger ones give only the length
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def to_json(value: Any) -> str:
     """Compact JSON text (no spaces) of a plain or IR value; the form every list/structured fact uses."""
-    return json.dumps(_jsonable(value), separators=(",", ":"), ensure_ascii=False)
+    return _encode(_jsonable(value))
 
 
 def _jsonable(v: Any) -> Any:
@@ -328,13 +331,43 @@ def attr_fact_value(attr: Attr) -> tuple[str, Any]:
         return kind, v  # str, or bytes (stored as a BLOB) when not UTF-8
     if kind == "bt":
         return kind, bytes(v)
+    if kind == "list" and v.kind in _PLAIN_LIST_KINDS:
+        items = v.items
+        key = (v.kind, tuple(items))
+        try:
+            text = _LIST_JSON_CACHE.get(key)
+        except TypeError:  # an unhashable element
+            return kind, to_json(v)
+        if text is None:
+            try:
+                text = _encode(items)
+            except (TypeError, ValueError):  # bytes in an "s" list, NaN ...: the general path
+                text = to_json(v)
+            if len(_LIST_JSON_CACHE) < 100_000:
+                _LIST_JSON_CACHE[key] = text
+        return kind, text
     return kind, to_json(v)
+
+
+# Lists of these element kinds are JSON-encodable as they are; their text is cached (shapes, name lists ...
+# repeat across thousands of nodes).
+_PLAIN_LIST_KINDS = frozenset(("i", "f", "b", "s", "dt"))
+_LIST_JSON_CACHE: dict[tuple, str] = {}
+
+
+_SHAPE_JSON_CACHE: dict[tuple, str] = {}
 
 
 def _shape_json(shape: list[int] | None) -> str:
     if shape is None:
         return "null"
-    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+    key = tuple(shape)
+    text = _SHAPE_JSON_CACHE.get(key)
+    if text is None:
+        text = "[" + ",".join(str(int(d)) for d in shape) + "]"
+        if len(_SHAPE_JSON_CACHE) < 100_000:
+            _SHAPE_JSON_CACHE[key] = text
+    return text
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -670,6 +703,7 @@ class FactDB:
                 c.execute(
                     f"CREATE INDEX IF NOT EXISTS {_quote(iname)} ON {_quote(rel)} ({', '.join(map(_quote, cols))})"
                 )
+        c.execute("PRAGMA analysis_limit=1000")
         c.execute("ANALYZE")
         c.commit()
         self._indexed = True
