@@ -1,0 +1,539 @@
+"""Evaluation of a checked program on an SQL backend (SQLite in the fact database's own connection, or DuckDB
+in a private in-memory database fed with copies of the input tables).
+
+Per stratum (dependencies first):
+- non-recursive: one INSERT ... SELECT (UNION of the rules) into the relation's table;
+- recursive and linear (one relation, each rule reading it at most once), SQLite: one WITH RECURSIVE statement
+  whose UNION de-duplicates and which walks each new tuple once with index lookups;
+- otherwise semi-naive: every rule is run once per recursive atom with that atom reading the delta (the
+  tuples new in the last round) and the rest the full tables, delta first in a forced join order so that every
+  other table is an index lookup; new tuples not yet known become the next delta, until none appear.
+All work tables are temporary (SQLite `temp` schema) and dropped at the end; the fact tables are only read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+from typing import Any
+
+from anchorlog.errors import AnchorlogError, RuleError
+
+from .analysis import Stratum, rule_error
+from .program import TYPE_DUCKDB, TYPE_SQLITE, Program, Result, infer_types, sqlite_decl_type, value_type
+from .sqlgen import UNIT_COLUMN, SQLCompiler, TableRef, bound_columns, join_order, quote
+from .syntax import Atom, Const
+
+_ids = itertools.count(1)
+_COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
+
+
+def _al_pow(a: Any, b: Any) -> Any:
+    try:
+        r = a**b
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        return None
+    return int(r) if isinstance(r, float) and isinstance(a, int) and r.is_integer() else r
+
+
+def _al_match(pattern: Any, s: Any) -> int:
+    try:
+        return 1 if re.fullmatch(str(pattern), str(s)) else 0
+    except re.error:
+        return 0
+
+
+def _register_functions(conn: sqlite3.Connection) -> None:
+    conn.create_function("al_pow", 2, _al_pow, deterministic=True)
+    conn.create_function("al_match", 2, _al_match, deterministic=True)
+
+
+class SQLEvaluation:
+    def __init__(
+        self,
+        program: Program,
+        conn: sqlite3.Connection,
+        engine: str,
+        extra: dict[str, list[tuple]],
+        recursive_cte: bool = True,
+        dry_run: bool = False,
+    ) -> None:
+        self.p = program
+        self.conn = conn
+        self.engine = engine
+        self.extra = extra
+        self.recursive_cte = recursive_cte and engine == "sqlite"
+        self.dry_run = dry_run
+        self.run_id = next(_ids)
+        self.statements: list[str] = []
+        self.created: list[str] = []  # work tables to drop
+        self.duck = None
+        self._resolve()
+
+    # -- naming --------------------------------------------------------------------------------------------
+    def work_name(self, rel: str, kind: str = "") -> str:
+        name = quote(f"_al{self.run_id}{kind}_{rel}")
+        return f"temp.{name}" if self.engine == "sqlite" else name
+
+    @property
+    def is_same(self) -> str:
+        return "IS" if self.engine == "sqlite" else "IS NOT DISTINCT FROM"
+
+    # -- relations -----------------------------------------------------------------------------------------
+    def _db_tables(self) -> dict[str, list[tuple[str, str]]]:
+        """Tables and views of the SQLite database: name -> [(column, declared type)]."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        try:
+            names = [
+                r[0] for r in self.conn.execute("SELECT name FROM main.sqlite_master WHERE type IN ('table', 'view')")
+            ]
+        except sqlite3.DatabaseError as e:
+            raise AnchorlogError(f"cannot read the fact database: {e}") from None
+        for n in names:
+            if n.startswith("sqlite_"):
+                continue
+            cols = self.conn.execute(f"PRAGMA main.table_info({quote(n)})").fetchall()
+            out[n] = [(c[1], c[2] or "") for c in cols]
+        return out
+
+    def _resolve(self) -> None:
+        p = self.p
+        db_tables = self._db_tables()
+        if self.dry_run and not db_tables:
+            # explain without a database: assume the standard fact schema for undeclared relations
+            try:
+                from anchorlog.facts.relations import SCHEMA
+
+                db_tables = {
+                    rel: [(c, {"symbol": "TEXT", "number": "INTEGER"}.get(t, "")) for c, t in cols]
+                    for rel, cols in SCHEMA.items()
+                }
+            except ImportError:
+                db_tables = {}
+            self._schema_only = True
+        else:
+            self._schema_only = False
+        self.db_tables = db_tables
+        idb = set(p.idb)
+        self.refs: dict[str, TableRef] = {}
+        self.columns: dict[str, list[str]] = {}
+        self.sources: dict[str, str] = {}  # rel -> "db" | "extra" | "idb" | "empty"
+        known_types: dict[str, list[str | None]] = {}
+        first_use: dict[str, object] = {}
+        for r in p.ast.rules:
+            from .analysis import all_atoms
+
+            for atom, _ in all_atoms(r):
+                first_use.setdefault(atom.rel, atom.place)
+        for rel, rows in self.extra.items():
+            if rel not in p.arity:
+                continue
+            n = p.arity[rel]
+            for row in rows:
+                if len(row) != n:
+                    raise AnchorlogError(
+                        f"extra relation {rel!r}: row {row!r} has {len(row)} values, the program uses {n}"
+                    )
+        for rel, n in p.arity.items():
+            decl = p.ast.decls.get(rel)
+            if decl is not None:
+                cols = [c for c, _ in decl.columns]
+            elif rel in db_tables:
+                cols = [c for c, _ in db_tables[rel]]
+            else:
+                cols = [f"c{i}" for i in range(n)]
+            if rel in db_tables and len(db_tables[rel]) != n:
+                place = first_use.get(rel, decl.place if decl else None)
+                raise rule_error(
+                    "arity_mismatch",
+                    f"arity mismatch: table {rel!r} of the fact database has {len(db_tables[rel])} columns "
+                    f"({', '.join(c for c, _ in db_tables[rel])}), the program uses {n}",
+                    place,
+                )
+            self.columns[rel] = cols
+            store = cols if cols else [UNIT_COLUMN]
+            if rel in self.extra:
+                self.sources[rel] = "extra"
+                ts = [None] * n
+                for row in self.extra[rel]:
+                    for k, v in enumerate(row):
+                        if ts[k] is None:
+                            ts[k] = value_type(v)
+                known_types[rel] = ts
+            elif rel in idb:
+                self.sources[rel] = "idb"
+            elif rel in db_tables:
+                self.sources[rel] = "db"
+                known_types[rel] = [sqlite_decl_type(t) for _, t in db_tables[rel]]
+                if self.engine == "duckdb" and not self._schema_only:
+                    known_types[rel] = [
+                        t or self._stored_type(rel, c) for t, (c, _) in zip(known_types[rel], db_tables[rel])
+                    ]
+            elif decl is not None:
+                self.sources[rel] = "empty"
+            else:
+                raise rule_error(
+                    "unknown_relation",
+                    f"unknown relation {rel!r}: not declared, not derived by any rule and not a table of the fact database",
+                    first_use.get(rel),
+                )
+            if self.sources[rel] == "db" and self.engine == "sqlite":
+                self.refs[rel] = TableRef(f"main.{quote(rel)}", store, n)
+            else:
+                self.refs[rel] = TableRef(self.work_name(rel), store, n)
+        if rel_db_seed := [r for r in idb if r in db_tables]:
+            self.db_seeded = set(rel_db_seed)
+        else:
+            self.db_seeded = set()
+        self.types = infer_types(p.ast, known_types, p.arity)
+
+    def _stored_type(self, rel: str, col: str) -> str | None:
+        """Type of an untyped SQLite column from the values it holds (DuckDB needs one type per column)."""
+        kinds = {r[0] for r in self.conn.execute(f"SELECT DISTINCT typeof({quote(col)}) FROM main.{quote(rel)}")}
+        kinds.discard("null")
+        if kinds == {"integer"}:
+            return "number"
+        if kinds and kinds <= {"integer", "real"}:
+            return "float"
+        return "symbol" if kinds else None
+
+    def column_types(self, rel: str) -> list[str]:
+        types = self.types.get(rel) or []
+        m = TYPE_SQLITE if self.engine == "sqlite" else TYPE_DUCKDB
+        if not self.columns[rel]:
+            return ["INTEGER"]
+        decl = self.p.ast.decls.get(rel)
+        if self.engine == "sqlite" and decl is None:
+            return [""] * len(types)  # undeclared: no affinity, values keep their own type
+        return [m[t] for t in types]
+
+    # -- execution helpers ---------------------------------------------------------------------------------
+    def exe(self, sql: str, params: Any = None) -> int:
+        self.statements.append(sql)
+        if self.dry_run:
+            return 0
+        try:
+            if self.duck is not None:
+                res = self.duck.execute(sql, params) if params is not None else self.duck.execute(sql)
+                if sql.startswith("INSERT"):
+                    row = res.fetchone()
+                    return int(row[0]) if row else 0
+                return 0
+            cur = self.conn.execute(sql, params) if params is not None else self.conn.execute(sql)
+            return cur.rowcount
+        except (sqlite3.Error, Exception) as e:  # noqa: BLE001 - a backend error is reported with the SQL
+            if isinstance(e, (AnchorlogError, KeyboardInterrupt)):
+                raise
+            raise AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}") from None
+
+    def create_table(self, name: str, rel: str) -> None:
+        cols = self.refs[rel].columns
+        types = self.column_types(rel)
+        defs = ", ".join(f"{quote(c)} {t}".rstrip() for c, t in zip(cols, types))
+        kw = "CREATE TEMP TABLE" if self.engine == "sqlite" else "CREATE TABLE"
+        bare = name.split(".", 1)[1] if name.startswith("temp.") else name
+        self.exe(f"{kw} {bare} ({defs})")
+        self.created.append(name)
+
+    def insert_rows(self, name: str, rel: str, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        if not self.columns[rel]:
+            rows = [(1,)]
+        if self.duck is not None:
+            self._duck_load(name, rel, rows)
+            return
+        marks = ", ".join("?" for _ in self.refs[rel].columns)
+        self.statements.append(f"INSERT INTO {name} VALUES ({marks})  -- {len(rows)} rows")
+        if not self.dry_run:
+            self.conn.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
+
+    def _duck_load(self, name: str, rel: str, rows: list[tuple]) -> None:
+        import pandas
+
+        cols = self.refs[rel].columns
+        types = self.column_types(rel)
+        data = {}
+        for k, c in enumerate(cols):
+            vals = [r[k] for r in rows]
+            if types[k] == "VARCHAR":
+                vals = [None if v is None else str(v) for v in vals]
+            data[c] = pandas.Series(vals, dtype=object)
+        frame = pandas.DataFrame(data)
+        view = f"_al_load_{self.run_id}"
+        self.statements.append(f"INSERT INTO {name} SELECT * FROM <{len(rows)} rows>")
+        if self.dry_run:
+            return
+        self.duck.register(view, frame)
+        try:
+            casts = ", ".join(f"CAST({quote(c)} AS {t})" for c, t in zip(cols, types))
+            self.duck.execute(f"INSERT INTO {name} SELECT {casts} FROM {view}")
+        except Exception as e:  # noqa: BLE001
+            raise AnchorlogError(f"duckdb: cannot load relation {rel!r}: {e}") from None
+        finally:
+            self.duck.unregister(view)
+
+    def create_index(self, rel: str, table: str, cols: tuple[str, ...]) -> None:
+        key = (table, cols)
+        if key in self._indexed:
+            return
+        self._indexed.add(key)
+        if self.engine != "sqlite":
+            return  # DuckDB joins by hashing; ART indexes would only slow inserts down
+        bare = table.split(".", 1)[1] if table.startswith("temp.") else table
+        iname = quote(f"{bare.strip(chr(34))}_i{len(self._indexed)}")
+        self.exe(f"CREATE INDEX temp.{iname} ON {bare} ({', '.join(quote(c) for c in cols)})")
+
+    # -- setup ---------------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        self._indexed: set = set()
+        if self.engine == "duckdb" and not self.dry_run:
+            try:
+                import duckdb
+            except ImportError:
+                raise AnchorlogError(
+                    "engine 'duckdb' needs the duckdb package (pip install 'anchorlog[duckdb]')"
+                ) from None
+            self.duck = duckdb.connect(":memory:")
+        if self.engine == "sqlite" and not self.dry_run:
+            _register_functions(self.conn)
+            self._was_in_tx = self.conn.in_transaction
+        for rel, src in self.sources.items():
+            if self.engine == "sqlite" and src == "db":
+                continue
+            self.create_table(self.refs[rel].sql, rel)
+            if src == "extra":
+                self.insert_rows(self.refs[rel].sql, rel, self.extra[rel])
+            if src == "db" or rel in self.db_seeded:
+                self.copy_from_db(rel)
+        # facts of the program go straight into their tables
+        facts: dict[str, list[tuple]] = {}
+        for r in self.p.ast.rules:
+            if r.is_fact and all(isinstance(a, Const) for a in r.head.args):
+                facts.setdefault(r.head.rel, []).append(tuple(a.value for a in r.head.args))  # type: ignore[attr-defined]
+        for rel, rows in facts.items():
+            existing = self.sources[rel] == "extra" or rel in self.db_seeded
+            self._insert_dedup_rows(rel, list(dict.fromkeys(rows)), existing)
+        self.fact_rules = {
+            id(r) for r in self.p.ast.rules if r.is_fact and all(isinstance(a, Const) for a in r.head.args)
+        }
+        self.compiler = SQLCompiler(self.engine, self.refs)
+
+    def _insert_dedup_rows(self, rel: str, rows: list[tuple], existing: bool) -> None:
+        target = self.refs[rel].sql
+        if not existing:
+            self.insert_rows(target, rel, rows)
+            return
+        stage = self.work_name(rel, "s")
+        self.create_table(stage, rel)
+        self.insert_rows(stage, rel, rows)
+        self.exe(f"INSERT INTO {target} {self.not_known(f'SELECT DISTINCT * FROM {stage}', rel, target)}")
+
+    def copy_from_db(self, rel: str) -> None:
+        target = self.refs[rel].sql
+        if self.engine == "sqlite":
+            self.exe(f"INSERT INTO {target} SELECT * FROM main.{quote(rel)}")
+            return
+        if self.dry_run:
+            self.statements.append(f"INSERT INTO {target} <rows of sqlite table {rel}>")
+            return
+        rows = self.conn.execute(f"SELECT * FROM main.{quote(rel)}").fetchall()
+        self.insert_rows(target, rel, rows)
+
+    def not_known(self, select: str, rel: str, target: str) -> str:
+        """Wrap a SELECT so it only yields tuples not yet in `target`."""
+        cols = self.refs[rel].columns
+        cond = " AND ".join(f"o.{quote(c)} {self.is_same} q.{quote(c)}" for c in cols)
+        return f"SELECT * FROM ({select}) AS q WHERE NOT EXISTS (SELECT 1 FROM {target} AS o WHERE {cond})"
+
+    def cleanup(self) -> None:
+        if self.dry_run:
+            return
+        if self.duck is not None:
+            self.duck.close()
+            self.duck = None
+            return
+        for name in reversed(self.created):
+            try:
+                self.conn.execute(f"DROP TABLE IF EXISTS {name}")
+            except sqlite3.Error:
+                pass
+        if not getattr(self, "_was_in_tx", True) and self.conn.in_transaction:
+            self.conn.commit()
+
+    # -- indexes for iterated joins ------------------------------------------------------------------------
+    def ensure_lookup_indexes(self, needs: list[tuple[str, tuple[str, ...]]]) -> None:
+        for rel, cols in needs:
+            ref = self.refs[rel]
+            if ref.sql.startswith("main."):
+                if self._db_has_index(rel, cols):
+                    continue
+                # a fact table without a usable index: read a private indexed copy instead (never touch main)
+                copy = self.work_name(rel, "e")
+                if copy not in self.created:
+                    self.create_table(copy, rel)
+                    self.exe(f"INSERT INTO {copy} SELECT * FROM main.{quote(rel)}")
+                    self.refs[rel] = TableRef(copy, ref.columns, ref.arity)
+                    ref = self.refs[rel]
+            self.create_index(rel, ref.sql, cols)
+
+    def _db_has_index(self, rel: str, cols: tuple[str, ...]) -> bool:
+        if self.dry_run and self._schema_only:
+            return True
+        if not hasattr(self, "_db_index_cache"):
+            self._db_index_cache: dict[str, list[list[str]]] = {}
+        if rel not in self._db_index_cache:
+            idx = []
+            try:
+                for row in self.conn.execute(f"PRAGMA main.index_list({quote(rel)})").fetchall():
+                    info = self.conn.execute(f"PRAGMA main.index_info({quote(row[1])})").fetchall()
+                    idx.append([r[2] for r in sorted(info)])
+            except sqlite3.Error:
+                pass
+            self._db_index_cache[rel] = idx
+        return any(ix and ix[0] in cols for ix in self._db_index_cache[rel])
+
+    # -- strata --------------------------------------------------------------------------------------------
+    def rule_rules(self, s: Stratum) -> list:
+        return [r for r in s.rules if id(r) not in self.fact_rules]
+
+    def eval_stratum(self, s: Stratum) -> None:
+        rules = [(r, rec) for r, rec in zip(s.rules, s.recursive_atoms) if id(r) not in self.fact_rules]
+        if not rules:
+            return
+        if not s.recursive:
+            self.eval_nonrecursive(s.relations[0], [r for r, _ in rules])
+        elif s.linear and self.recursive_cte:
+            self.eval_cte(s, rules)
+        else:
+            self.eval_seminaive(s, rules)
+
+    def _union_insert(self, rel: str, selects: list[str], dedup: bool) -> None:
+        target = self.refs[rel].sql
+        for k in range(0, len(selects), _COMPOUND_CHUNK):
+            chunk = selects[k : k + _COMPOUND_CHUNK]
+            union = " UNION ".join(chunk) if len(chunk) > 1 else chunk[0]
+            if dedup or k > 0:
+                self.exe(f"INSERT INTO {target} {self.not_known(union, rel, target)}")
+            else:
+                self.exe(f"INSERT INTO {target} {union}")
+
+    def _seeded(self, rel: str) -> bool:
+        facts = any(r.head.rel == rel and id(r) in self.fact_rules for r in self.p.ast.rules)
+        return facts or self.sources[rel] == "extra" or rel in self.db_seeded
+
+    def eval_nonrecursive(self, rel: str, rules: list) -> None:
+        cols = self.refs[rel].columns
+        selects = [self.compiler.select(r, cols) for r in rules]
+        self._union_insert(rel, selects, self._seeded(rel))
+
+    def eval_cte(self, s: Stratum, rules: list) -> None:
+        rel = s.relations[0]
+        target = self.refs[rel].sql
+        cols = self.refs[rel].columns
+        cte = quote(f"_al{self.run_id}_rec_{rel}")
+        base = [self.compiler.select(r, cols) for r, rec in rules if not rec]
+        recursive = []
+        for r, rec in rules:
+            if rec:
+                order = join_order(r, rec[0])
+                self.ensure_lookup_indexes(bound_columns(r, order, self.columns_for_index()))
+                recursive.append(self.compiler.select(r, cols, {rec[0]: cte}, order, forced=True, distinct=False))
+        seeded = self._seeded(rel)
+        if seeded:
+            base.insert(0, f"SELECT * FROM {target}")
+        if not base:
+            return  # nothing to start from: the relation stays empty
+        body = " UNION ".join(base + recursive)
+        col_list = ", ".join(quote(c) for c in cols)
+        select = f"SELECT * FROM {cte}"
+        if seeded:
+            select = self.not_known(select, rel, target)
+        self.exe(f"INSERT INTO {target} WITH RECURSIVE {cte}({col_list}) AS ({body}) {select}")
+
+    def columns_for_index(self) -> dict[str, list[str]]:
+        return {rel: ref.columns for rel, ref in self.refs.items() if ref.arity > 0}
+
+    def eval_seminaive(self, s: Stratum, rules: list) -> None:
+        members = s.relations
+        delta = {rel: self.work_name(rel, "d") for rel in members}
+        new = {rel: self.work_name(rel, "n") for rel in members}
+        for rel in members:
+            self.create_table(delta[rel], rel)
+            self.create_table(new[rel], rel)
+            if self.refs[rel].columns:
+                # the NOT EXISTS de-duplication probes the full table on all columns
+                self.create_index(rel, self.refs[rel].sql, tuple(self.refs[rel].columns))
+        colmap = self.columns_for_index()
+        variants: dict[str, list[str]] = {rel: [] for rel in members}
+        for r, rec in rules:
+            for pos in rec:
+                order = join_order(r, pos)
+                self.ensure_lookup_indexes([(rl, c) for rl, c in bound_columns(r, order, colmap)])
+                atom = r.body[pos]
+                assert isinstance(atom, Atom)
+                sql = self.compiler.select(r, self.refs[r.head.rel].columns, {pos: delta[atom.rel]}, order, forced=True)
+                variants[r.head.rel].append(sql)
+        # initial round: the non-recursive rules, then everything known so far is the first delta
+        for rel in members:
+            base = [
+                self.compiler.select(r, self.refs[rel].columns) for r, rec in rules if not rec and r.head.rel == rel
+            ]
+            if base:
+                self._union_insert(rel, base, self._seeded(rel))
+            self.exe(f"INSERT INTO {delta[rel]} SELECT * FROM {self.refs[rel].sql}")
+        loop_start = len(self.statements)
+        rounds = 0
+        while True:
+            rounds += 1
+            for rel in members:
+                self.exe(f"DELETE FROM {new[rel]}")
+            for rel in members:
+                for sql in variants[rel]:
+                    self.exe(f"INSERT INTO {new[rel]} {sql}")
+            added = 0
+            for rel in members:
+                self.exe(f"DELETE FROM {delta[rel]}")
+                target = self.refs[rel].sql
+                added += self.exe(
+                    f"INSERT INTO {delta[rel]} {self.not_known(f'SELECT DISTINCT * FROM {new[rel]}', rel, target)}"
+                )
+                self.exe(f"INSERT INTO {target} SELECT * FROM {delta[rel]}")
+            if self.dry_run:
+                self.statements.insert(loop_start, "-- repeat until no new tuples:")
+                break
+            if added == 0:
+                break
+        self.rounds = getattr(self, "rounds", 0) + rounds
+
+    # -- driver --------------------------------------------------------------------------------------------
+    def run(self, wanted: list[str]) -> Result:
+        try:
+            self.setup()
+            for s in self.p.strata:
+                self.eval_stratum(s)
+            rows = {rel: self.fetch(rel) for rel in wanted}
+        except RuleError:
+            raise
+        finally:
+            self.cleanup()
+        return Result({rel: self.columns[rel] for rel in wanted}, rows)
+
+    def fetch(self, rel: str) -> list[tuple]:
+        ref = self.refs[rel]
+        sql = f"SELECT DISTINCT * FROM {ref.sql}"
+        if self.duck is not None:
+            rows = self.duck.execute(sql).fetchall()
+        else:
+            rows = self.conn.execute(sql).fetchall()
+        if ref.arity == 0:
+            return [()] if rows else []
+        return [tuple(r) for r in rows]
+
+    def plan_statements(self) -> list[str]:
+        self.setup()
+        for s in self.p.strata:
+            self.statements.append(f"-- stratum {s.index}: {', '.join(s.relations)}")
+            self.eval_stratum(s)
+        return self.statements

@@ -1,0 +1,357 @@
+"""`Program`: parse + check once, run many times against a fact database; `Result`: the derived relations."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from anchorlog.errors import AnchorlogError, RuleError
+
+from .analysis import Stratum, check_program
+from .syntax import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    Compare,
+    Const,
+    ProgramAST,
+    Rule,
+    Term,
+    UnOp,
+    Var,
+    format_rule,
+    parse_program,
+)
+
+if TYPE_CHECKING:
+    import pandas
+
+ENGINES = ("sqlite", "duckdb", "pydatalog")
+
+_run_counter = itertools.count(1)
+
+
+def _sort_key(row: tuple) -> tuple:
+    # rows may mix numbers, strings and NULLs: order by (kind, value) per column
+    return tuple((0, 0) if v is None else (1, v) if isinstance(v, (int, float)) else (2, str(v)) for v in row)
+
+
+class Result(Mapping):
+    """Relations computed by one run: ``res["rel"]`` is a DataFrame (columns as declared), ``res.rows("rel")``
+    the tuples (sorted), ``res.relations`` the names available."""
+
+    def __init__(self, columns: dict[str, list[str]], rows: dict[str, list[tuple]], explain: str = "") -> None:
+        self._columns = columns
+        self._rows = {rel: sorted(r, key=_sort_key) for rel, r in rows.items()}
+        self._frames: dict[str, pandas.DataFrame] = {}
+        self.explain = explain
+
+    @property
+    def relations(self) -> list[str]:
+        return list(self._rows)
+
+    def _check(self, rel: str) -> None:
+        if rel not in self._rows:
+            raise KeyError(
+                f"relation {rel!r} is not in the result (available: {', '.join(self._rows) or 'none'}; "
+                "with .output directives only those are kept, pass outputs=[...] to run() for others)"
+            )
+
+    def rows(self, rel: str) -> list[tuple]:
+        self._check(rel)
+        return list(self._rows[rel])
+
+    def columns(self, rel: str) -> list[str]:
+        self._check(rel)
+        return list(self._columns[rel])
+
+    def set(self, rel: str) -> set[tuple]:
+        return set(self.rows(rel))
+
+    def __getitem__(self, rel: str) -> pandas.DataFrame:
+        import pandas
+
+        self._check(rel)
+        if rel not in self._frames:
+            self._frames[rel] = pandas.DataFrame(self._rows[rel], columns=self._columns[rel])
+        return self._frames[rel].copy()
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return "Result(" + ", ".join(f"{r}: {len(v)} rows" for r, v in self._rows.items()) + ")"
+
+
+# ----------------------------------------------------------------------------------------------- typing
+
+TYPE_SQLITE = {"symbol": "TEXT", "number": "INTEGER", "unsigned": "INTEGER", "float": "REAL", None: ""}
+TYPE_DUCKDB = {"symbol": "VARCHAR", "number": "BIGINT", "unsigned": "BIGINT", "float": "DOUBLE", None: "VARCHAR"}
+
+
+def value_type(v: object) -> str | None:
+    if isinstance(v, bool) or isinstance(v, int):
+        return "number"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "symbol"
+    return None
+
+
+def sqlite_decl_type(decl: str | None) -> str | None:
+    """Our type for an SQLite declared column type (affinity rules, roughly)."""
+    if not decl:
+        return None
+    d = decl.upper()
+    if "INT" in d:
+        return "number"
+    if "CHAR" in d or "CLOB" in d or "TEXT" in d:
+        return "symbol"
+    if "REAL" in d or "FLOA" in d or "DOUB" in d:
+        return "float"
+    return None
+
+
+def infer_types(
+    ast: ProgramAST, known: dict[str, list[str | None]], arity: dict[str, int]
+) -> dict[str, list[str | None]]:
+    """Column types of every relation: declared, known (database / extra), else inferred from the rules."""
+    types: dict[str, list[str | None]] = {rel: list(t) for rel, t in known.items()}
+    for rel, d in ast.decls.items():
+        types[rel] = [t for _, t in d.columns]
+    for rel, n in arity.items():
+        types.setdefault(rel, [None] * n)
+    fixed = set(known) | set(ast.decls)
+
+    def term_type(t: Term, env: dict[str, str | None]) -> str | None:
+        if isinstance(t, Var):
+            return env.get(t.name)
+        if isinstance(t, Const):
+            return value_type(t.value)
+        if isinstance(t, BinOp):
+            a, b = term_type(t.left, env), term_type(t.right, env)
+            return "float" if "float" in (a, b) else "number"
+        if isinstance(t, UnOp):
+            return term_type(t.arg, env) or "number"
+        if isinstance(t, Call):
+            if t.name in ("cat", "to_string", "substr"):
+                return "symbol"
+            if t.name in ("min", "max", "abs"):
+                return term_type(t.args[0], env)
+            if t.name == "to_float":
+                return "float"
+            return "number"
+        if isinstance(t, Aggregate):
+            if t.func == "count":
+                return "number"
+            if t.func == "mean":
+                return "float"
+            inner = dict(env)
+            bind(t.body, inner)
+            return term_type(t.target, inner) if t.target is not None else "number"
+        return None
+
+    def bind(body: list, env: dict[str, str | None]) -> None:
+        for lit in body:
+            if isinstance(lit, Atom):
+                for a, ty in zip(lit.args, types.get(lit.rel, [])):
+                    if isinstance(a, Var) and env.get(a.name) is None and ty is not None:
+                        env[a.name] = ty
+        for _ in range(3):
+            for lit in body:
+                if isinstance(lit, Compare) and lit.op == "=":
+                    for x, e in ((lit.left, lit.right), (lit.right, lit.left)):
+                        if isinstance(x, Var) and env.get(x.name) is None:
+                            ty = term_type(e, env)
+                            if ty is not None:
+                                env[x.name] = ty
+
+    changed = True
+    rounds = 0
+    while changed and rounds < 50:
+        changed = False
+        rounds += 1
+        for r in ast.rules:
+            if r.head.rel in fixed:
+                continue
+            env: dict[str, str | None] = {}
+            bind(r.body, env)
+            cur = types[r.head.rel]
+            for k, a in enumerate(r.head.args):
+                if cur[k] is None:
+                    ty = term_type(a, env)
+                    if ty is not None:
+                        cur[k] = ty
+                        changed = True
+    return types
+
+
+# ------------------------------------------------------------------------------------------------ program
+
+
+@dataclass
+class Program:
+    """A checked Datalog program. Build with :meth:`from_text` / :meth:`from_file`, evaluate with :meth:`run`."""
+
+    ast: ProgramAST
+    source: str = "<text>"
+    arity: dict[str, int] = field(default_factory=dict)
+    strata: list[Stratum] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.arity, self.strata = check_program(self.ast)
+
+    # -- construction --------------------------------------------------------------------------------------
+    @classmethod
+    def from_text(cls, text: str, base_dir: str | os.PathLike[str] | None = None, name: str = "<text>") -> Program:
+        """Parse program text; `.include "x.dl"` resolves against base_dir (default: the working directory)."""
+        ast = parse_program(text, name, Path(base_dir) if base_dir is not None else None)
+        return cls(ast, name)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Program:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise RuleError(f"cannot read rule file: {e.strerror or e}", str(path)) from None
+        ast = parse_program(text, str(p), p.resolve().parent)
+        return cls(ast, str(p))
+
+    # -- introspection -------------------------------------------------------------------------------------
+    @property
+    def idb(self) -> list[str]:
+        """Relations defined by the program's rules and facts, in evaluation order."""
+        return [rel for s in self.strata for rel in s.relations]
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(dict.fromkeys(d.rel for d in self.ast.directives if d.kind in ("output", "printsize")))
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(dict.fromkeys(d.rel for d in self.ast.directives if d.kind == "input"))
+
+    @property
+    def rules(self) -> list[Rule]:
+        return list(self.ast.rules)
+
+    def edb(self) -> list[str]:
+        """Relations read but not defined by the program (from the database or `extra=`)."""
+        idb = set(self.idb)
+        return [rel for rel in self.arity if rel not in idb]
+
+    def columns(self, rel: str) -> list[str] | None:
+        d = self.ast.decls.get(rel)
+        return [c for c, _ in d.columns] if d else None
+
+    # -- evaluation ----------------------------------------------------------------------------------------
+    def run(
+        self,
+        db: Any = None,
+        engine: str = "sqlite",
+        extra: Mapping[str, Iterable[Sequence[Any]]] | None = None,
+        outputs: Iterable[str] | None = None,
+        recursive_cte: bool = True,
+        timeout: float | None = None,
+    ) -> Result:
+        """Evaluate against `db` (a FactDB, an sqlite3.Connection, a path to an SQLite file, or None for no
+        database). `extra` supplies input relations as rows. The result keeps `outputs` if given, else the
+        relations named by .output directives, else every relation the program derives."""
+        if engine not in ENGINES:
+            raise AnchorlogError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+        extra_rows = {rel: [tuple(r) for r in rows] for rel, rows in (extra or {}).items()}
+        wanted = self._wanted(outputs)
+        if engine == "pydatalog":
+            from .pydatalog_backend import run_pydatalog
+
+            return run_pydatalog(self, db, extra_rows, wanted, timeout=timeout)
+        from .evaluate import SQLEvaluation
+
+        with _connection(db) as conn:
+            ev = SQLEvaluation(self, conn, engine, extra_rows, recursive_cte=recursive_cte)
+            return ev.run(wanted)
+
+    def _wanted(self, outputs: Iterable[str] | None) -> list[str]:
+        if outputs is not None:
+            wanted = list(outputs)
+        elif self.outputs:
+            wanted = self.outputs
+        else:
+            wanted = self.idb + [r for r in self.ast.decls if r not in self.idb and r not in self.inputs]
+        for rel in wanted:
+            if rel not in self.arity:
+                raise AnchorlogError(f"no relation {rel!r} in the program")
+        return wanted
+
+    def explain(self, db: Any = None, engine: str = "sqlite", recursive_cte: bool = True) -> str:
+        """Strata and the SQL statements an evaluation would run (against `db` when given, for column names)."""
+        from .evaluate import SQLEvaluation
+
+        lines = [f"program {self.source}: {len(self.ast.rules)} rules, {len(self.strata)} strata"]
+        for s in self.strata:
+            kind = "recursive" + (" linear" if s.linear else "") if s.recursive else "non-recursive"
+            lines.append(f"stratum {s.index} [{kind}]: {', '.join(s.relations)}")
+            for r in s.rules:
+                lines.append(f"  {format_rule(r)}    % {r.place}")
+        if engine == "pydatalog":
+            from .pydatalog_backend import translate
+
+            lines.append("pyDatalog clauses:")
+            lines += ["  " + c for c in translate(self)]
+            return "\n".join(lines)
+        with _connection(db) as conn:
+            ev = SQLEvaluation(self, conn, engine, {}, recursive_cte=recursive_cte, dry_run=True)
+            lines.append(f"SQL ({engine}):")
+            lines += ["  " + s for s in ev.plan_statements()]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Program({self.source!r}, rules={len(self.ast.rules)}, strata={len(self.strata)})"
+
+
+class _connection:
+    """Context manager: a sqlite3 connection for `db`; closes it only if we opened it."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.owned = False
+
+    def __enter__(self) -> sqlite3.Connection:
+        db = self.db
+        if db is None:
+            self.owned = True
+            self.conn = sqlite3.connect(":memory:")
+        elif isinstance(db, sqlite3.Connection):
+            self.conn = db
+        elif hasattr(db, "conn") and isinstance(db.conn, sqlite3.Connection):
+            self.conn = db.conn
+        elif isinstance(db, (str, os.PathLike)):
+            p = Path(db)
+            if not p.is_file():
+                raise AnchorlogError(f"no such fact database: {str(p)!r}")
+            try:
+                self.conn = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
+                self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as e:
+                raise AnchorlogError(f"not an SQLite fact database: {str(p)!r} ({e})") from None
+            self.owned = True
+        else:
+            raise AnchorlogError(
+                f"cannot use {type(db).__name__} as a fact database (FactDB, sqlite3.Connection or path)"
+            )
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        if self.owned:
+            self.conn.close()
