@@ -50,6 +50,16 @@ class SVG:
         Path(path).write_text(self.data, encoding="utf-8")
 
 
+class DotText(str):
+    """DOT source (a ``str``) that Jupyter shows as the laid-out picture when ``dot`` is available."""
+
+    def _repr_svg_(self) -> str | None:
+        try:
+            return run_dot(self, "svg").decode("utf-8")
+        except AnchorlogError:
+            return None  # no graphviz: Jupyter falls back to showing the text
+
+
 @dataclass
 class _Style:
     highlight: set[str] = field(default_factory=set)
@@ -243,7 +253,7 @@ def _dot_from(
         lab = "ctrl" if out == "ctrl" else f"{out}:{inp}"
         lines.append(f'  {src} -> {dst} [label="{lab}", style=dashed, color="#c62828", fontcolor="#c62828"];')
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return DotText("\n".join(lines) + "\n")
 
 
 def _pick_graph(model: Model, graph: str | None) -> Graph:

@@ -182,3 +182,29 @@ def test_draw_command_without_dot(tmp_path, monkeypatch):
         _run_cli(["draw", "whatever.pbtxt", "-o", str(out)])
     assert "apt-get install graphviz" in str(e.value) and "\n" not in str(e.value)
     assert e.value.exit_status == 2 and not out.exists()
+
+
+@needs_dot
+def test_dot_text_displays_as_svg_in_jupyter():
+    dot = draw.to_dot(small_model())
+    assert isinstance(dot, str)
+    assert "<svg" in dot._repr_svg_()
+
+
+@needs_dot
+def test_draw_command_reads_onnx(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "g",
+        [vi("x", TensorProto.FLOAT, [2])],
+        [vi("y", TensorProto.FLOAT, [2])],
+    )
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(src))
+    out = tmp_path / "m.dot"
+    assert _run_cli(["draw", str(src), "-o", str(out)]) == 0
+    assert 'label="relu\\nReLU"' in out.read_text()

@@ -28,12 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def load_model(path: str):
     """A GE model, or an ONNX model by extension."""
+    from anchorlog.facts import ge_io
+
+    read_any = getattr(ge_io, "read_any", None)
+    if read_any is not None:
+        return read_any(path)
     if Path(path).suffix.lower() == ".onnx":
         from anchorlog.facts.onnx_import import read_onnx
 
         return read_onnx(path)
-    from anchorlog.facts import ge_io
-
     return ge_io.read_model(path)
 
 

@@ -170,7 +170,10 @@ def read_onnx(
             pass  # shape inference is a bonus: descs fall back to what the file declares
     imp = _Importer(proto, max_const_bytes, place)
     try:
-        return imp.run()
+        model = imp.run()
+        if place != "<ModelProto>":
+            model.source = place
+        return model
     except InputError:
         raise
     except (ValueError, KeyError, IndexError, TypeError) as err:
