@@ -763,8 +763,9 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
             if n in repass:
                 repass.remove(n)
             seen.add(n)
-            before = sorted(set(out_nodes(graph, n)))
             node = graph.nodes[n]
+            # only a TensorMove visit edits this graph: other nodes' out-nodes are the same after the visit
+            before = sorted(set(out_nodes(graph, n))) if node.type == "TensorMove" else []
             again = visit(graph, node)
             if again is not None:
                 deleted.add(n)
@@ -804,16 +805,118 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
 # --------------------------------------------------------------------------------------------------------------
 # Facts derived once by the rule program
 # --------------------------------------------------------------------------------------------------------------
-def derive_facts(model: Model, *, engine: str = "sqlite") -> dict[str, list[tuple]]:
-    """Run ``queries/tensor_move.dl`` over the model's facts; returns the derived relations as row lists."""
-    from anchorlog.facts.relations import FactDB
+# Relations of the fact schema that tensor_move.dl reads (node_attr only for the two reserved keys, in_anchor
+# only for subgraph NetOutputs): the pass builds just these instead of the whole fact database.
+TM_RELATIONS = (
+    "graph",
+    "node",
+    "data_edge",
+    "subgraph",
+    "parent_in",
+    "parent_out",
+    "ref_io",
+    "op_class",
+    "in_anchor",
+    "node_attr",
+)
+_RESERVED_KEYS = ("_cannot_be_deleted", "no_need_constant_folding")
+
+
+def tm_fact_tables(model: Model) -> dict[str, list[tuple]]:
+    """The fact-schema rows ``tensor_move.dl`` needs, derived straight from the IR (same columns and
+    conventions as :func:`anchorlog.facts.relations.tables_from_model`, restricted as :data:`TM_RELATIONS`)."""
+    from anchorlog.facts.relations import OP_CLASS_ROWS, attr_fact_value
+
+    index = _ModelIndex(model)
+    t: dict[str, list[tuple]] = {r: [] for r in TM_RELATIONS}
+    mname = model.name or "model"
+    for gi, g in enumerate(model.graphs):
+        own = index.owner.get(g.name)
+        t["graph"].append((g.name, mname, own[0].name if own else "", own[1].name if own else "", 1 if gi == 0 else 0))
+        for n in g.nodes.values():
+            name = n.name
+            t["node"].append((g.name, name, n.type))
+            for i, src in enumerate(n.inputs):
+                if src is not None:
+                    t["data_edge"].append((g.name, src[0], src[1], name, i))
+            for i, sub in enumerate(n.subgraph_names):
+                if sub:
+                    t["subgraph"].append((g.name, name, i, sub))
+            for o in range(n.num_outputs):
+                r = ref_from_input(index, g, n, o)
+                if r is not None:
+                    t["ref_io"].append((g.name, name, o, r))
+            if n.type == "TensorMove":
+                for key in _RESERVED_KEYS:
+                    a = n.attrs.get(key)
+                    if a is not None:
+                        kind, value = attr_fact_value(a)
+                        t["node_attr"].append((g.name, name, key, kind, value))
+            if own is None:
+                continue
+            pg, pn, _ = own
+            pidx = n.attrs.get("_parent_node_index")
+            if pidx is not None and pidx.kind in ("i", "dt") and not isinstance(pidx.value, bool):
+                t["parent_in"].append((g.name, name, pg.name, pn.name, int(pidx.value)))
+            if n.type == "NetOutput":
+                for k in range(n.num_inputs):
+                    connected = 1 if k < len(n.inputs) and n.inputs[k] is not None else 0
+                    t["in_anchor"].append((g.name, name, k, connected, "", "", "null", "", "null", 0, ""))
+                    if k < len(n.input_desc):
+                        a = n.input_desc[k].attrs.get("_parent_node_index")
+                        if a is not None and a.kind in ("i", "dt") and not isinstance(a.value, bool):
+                            t["parent_out"].append((g.name, name, k, pg.name, pn.name, int(a.value)))
+    t["op_class"] = list(OP_CLASS_ROWS)
+    return t
+
+
+def tm_fact_db(model: Model):
+    """An in-memory SQLite database with the :data:`TM_RELATIONS` of ``model`` (fact-schema tables, indexed)."""
+    import sqlite3
+
+    from anchorlog.facts.relations import INDEXES, SCHEMA
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    for rel, rows in tm_fact_tables(model).items():
+        cols = SCHEMA[rel]
+        conn.execute(f'CREATE TABLE "{rel}" (' + ", ".join(f'"{c}"' for c, _ in cols) + ")")
+        if rows:
+            conn.executemany(f'INSERT INTO "{rel}" VALUES (' + ", ".join("?" * len(cols)) + ")", rows)
+        for i, idx in enumerate(INDEXES.get(rel, ())):
+            conn.execute(f'CREATE INDEX "ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")")
+    conn.execute("ANALYZE")
+    conn.commit()
+    return conn
+
+
+ALL_OUTPUTS = (
+    "tm",
+    "tm_path",
+    "tm_source",
+    "tm_reserved",
+    "tm_succ",
+    "tm_sibling",
+    "tm_path_consumers",
+    "tm_trace_bad",
+)
+PASS_OUTPUTS = ("tm", "tm_path", "tm_trace_bad")  # what the pass itself consumes
+
+
+def derive_facts(
+    model: Model, *, engine: str = "sqlite", db: Any = None, outputs: tuple[str, ...] = ALL_OUTPUTS
+) -> dict[str, list[tuple]]:
+    """Run ``queries/tensor_move.dl`` once over the model's facts; returns the derived relations as row lists.
+
+    ``db``: a fact database to use (a :class:`~anchorlog.facts.relations.FactDB` or sqlite connection);
+    default a slim one holding only :data:`TM_RELATIONS`. ``outputs``: the relations wanted."""
     from anchorlog.queries import Program
 
-    db = FactDB.from_model(model)
     prog = Program.from_file(TM_DL)
-    res = prog.run(db, engine=engine)
-    rels = ("tm", "tm_path", "tm_source", "tm_reserved", "tm_succ", "tm_sibling", "tm_path_consumers", "tm_trace_bad")
-    return {r: res.rows(r) for r in rels}
+    source = db if db is not None else tm_fact_db(model)
+    res = prog.run(source, engine=engine, outputs=list(outputs))
+    return {r: res.rows(r) for r in outputs}
 
 
 def paths_from_facts(facts: dict[str, list[tuple]]) -> dict[tuple[str, str], list[PathStep]]:
@@ -860,7 +963,7 @@ def run_tensor_move_delete(
         }
     _validate_reuse_options(options)
     mode = _mode(options)
-    cached = paths_from_facts(derive_facts(model, engine=engine)) if use_rules else {}
+    cached = paths_from_facts(derive_facts(model, engine=engine, outputs=PASS_OUTPUTS)) if use_rules else {}
     decider = TensorMoveDecider(model, options, mode=mode, cached_paths=cached)
     order: list[tuple[str, str]] = []
 
