@@ -13,6 +13,7 @@ step  pass                       where GE runs it
 2     graph-lint                 NormalizeGraph: ``GraphLint::Verify`` (diagnostic, result ignored)
 3     hccl-memcpy                PrepareOptimize (HcclMemcpyPass)
 4     hccl-memcpy                OptimizeStage1_3 (HcclMemcpyPass again, the "temporary" second run)
+4b    inner-identity-delete      OptimizeStage2 after-merge (InnerIdentityDeletePass; runs once registered)
 5     hccl-continuous-memcpy     OptimizeStage2 after-merge passes
 6     inplace-support-check      OptimizeStage2 GEPass (the pass itself checks the host-exec flag)
 7     atomic-addr-clean          OptimizeStage2 control-attr passes
@@ -44,6 +45,7 @@ O3_ORDER: tuple[str, ...] = (
     "graph-lint",
     "hccl-memcpy",
     "hccl-memcpy",
+    "inner-identity-delete",
     "hccl-continuous-memcpy",
     "inplace-support-check",
     "atomic-addr-clean",
