@@ -142,7 +142,7 @@ class SQLEvaluation:
             elif rel in db_tables:
                 cols = [c for c, _ in db_tables[rel]]
             else:
-                cols = [f"c{i}" for i in range(n)]
+                cols = p.columns(rel) or [f"c{i}" for i in range(n)]
             if rel in db_tables and len(db_tables[rel]) != n:
                 place = first_use.get(rel, decl.place if decl else None)
                 raise rule_error(

@@ -252,8 +252,18 @@ class Program:
         return [rel for rel in self.arity if rel not in idb]
 
     def columns(self, rel: str) -> list[str] | None:
+        """Declared column names; for an undeclared derived relation the head variables of its first rule when
+        they are distinct plain variables, else c0, c1, ...; None for an undeclared input relation."""
         d = self.ast.decls.get(rel)
-        return [c for c, _ in d.columns] if d else None
+        if d is not None:
+            return [c for c, _ in d.columns]
+        for r in self.ast.rules:
+            if r.head.rel == rel:
+                names = [a.name if isinstance(a, Var) else "" for a in r.head.args]
+                if all(names) and len(set(names)) == len(names):
+                    return names
+                return [f"c{i}" for i in range(len(r.head.args))]
+        return None
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def run(
