@@ -1,0 +1,112 @@
+"""GraphLint (reference §7): each checker outcome, wrapper propagation, GE's first-finding report."""
+
+from __future__ import annotations
+
+from anchorlog.analysis.graph_lint import verify
+from anchorlog.analysis.registry import PassContext, run_passes
+from anchorlog.facts.builder import GraphBuilder
+from anchorlog.facts.graph import Model
+
+
+def var_graph(ctrl: tuple[str, str] | None = None) -> Model:
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "asg:Assign")
+    b.chain("c:Const", "asg")
+    b.ref_op("asg", {0: 0})
+    b.chain("v", "r:ReLU")
+    if ctrl:
+        b.ctrl(*ctrl)
+    return b.build()
+
+
+def test_write_read_unordered_warns() -> None:
+    res = verify(var_graph())
+    assert res["first"]["nodes"] == ["asg", "r"]
+    assert res["first"]["code"] == "W18888" and res["first"]["kind"] == "write-read"
+
+
+def test_write_read_direct_ctrl_clean() -> None:
+    assert verify(var_graph(("r", "asg")))["first"] is None
+
+
+def test_write_read_indirect_path_clean() -> None:
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "asg:Assign", "r2:ReLU")
+    b.chain("c:Const", "asg")
+    b.ref_op("asg", {0: 0})
+    b.chain("v", "r:ReLU")
+    b.ctrl("r2", "r")
+    assert verify(b.build())["first"] is None
+
+
+def test_two_writers_unordered_warns_and_ordered_clean() -> None:
+    def build(order: bool) -> Model:
+        b = GraphBuilder("g")
+        for a in ("a1", "a2"):
+            b.chain("v:Variable", f"{a}:Assign")
+            b.chain(f"c_{a}:Const", a)
+            b.ref_op(a, {0: 0})
+        if order:
+            b.ctrl("a1", "a2")
+        return b.build()
+
+    assert verify(build(False))["first"]["kind"] == "write-write"
+    assert verify(build(True))["first"] is None
+
+
+def test_readers_only_clean() -> None:
+    b = GraphBuilder("g")
+    b.chain("d:Data", "a:ReLU")
+    b.chain("d", "b2:ReLU")
+    assert verify(b.build())["unordered"] == []
+
+
+def test_cmo_input_ignored() -> None:
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "asg:Assign")
+    b.chain("c:Const", "asg")
+    b.ref_op("asg", {0: 0})
+    b.chain("v", "cmo:Cmo")
+    assert verify(b.build())["first"] is None
+
+
+def test_wrapper_takes_subgraph_writer_type() -> None:
+    b = GraphBuilder("g")
+    b.node("if", "If", inputs=2, outputs=1)
+    b.chain("p:Data", "if")
+    b.chain("v:Variable", "if")
+    b.chain("v", "r:ReLU")
+    then = b.subgraph("then", owner="if")
+    then.data("td", 1)
+    then.chain("td", "asg:Assign")
+    then.node("k", "Const")
+    then.edge("k", 0, "asg", 1)
+    then.ref_op("asg", {0: 0})
+    then.output("asg", 0)
+    els = b.subgraph("else", owner="if")
+    els.data("ed", 1)
+    els.output("ed", 0)
+    res = verify(b.build())
+    assert res["first"]["nodes"] == ["if", "r"]
+
+
+def test_only_first_finding_reported_as_lint() -> None:
+    b = GraphBuilder("g")
+    for i in range(2):
+        b.chain(f"v{i}:Variable", f"asg{i}:Assign")
+        b.chain(f"c{i}:Const", f"asg{i}")
+        b.ref_op(f"asg{i}", {0: 0})
+        b.chain(f"v{i}", f"r{i}:ReLU")
+    m = b.build()
+    rep = run_passes(m, ["graph-lint"], PassContext())
+    assert len(rep["lint"]) == 1
+    sec = rep["passes"][0]
+    assert len(sec["unordered"]) == 2
+    assert [u["reported_by_ge"] for u in sec["unordered"]] == [True, False]
+
+
+def test_lint_changes_nothing() -> None:
+    m = var_graph()
+    before = [(n.name, list(n.inputs), list(n.ctrl_inputs)) for n in m.all_nodes()]
+    run_passes(m, ["graph-lint"], PassContext())
+    assert before == [(n.name, list(n.inputs), list(n.ctrl_inputs)) for n in m.all_nodes()]
