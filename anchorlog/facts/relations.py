@@ -440,6 +440,9 @@ class _ModelIndex:
         return True
 
 
+ModelIndex = _ModelIndex  # public name; passes share one per model for parent look-ups
+
+
 def ref_from_input(index: _ModelIndex, graph: Graph, node: Node, out_idx: int) -> int | None:
     """GE ``GraphUtils::IsRefFromInput`` for output ``out_idx``: the reused input index, or None."""
     # 1. pass-through nodes: out[i] is in[i]
@@ -841,11 +844,19 @@ class FactDB:
             raise AnchorlogError(f"unknown relation {rel!r} (known: {', '.join(RELATIONS)})")
 
     def to_pydatalog(self, relations: Iterable[str] | None = None) -> None:
-        """Assert the tables as pyDatalog facts: same relation names, same arity, same values."""
+        """Assert the tables as pyDatalog facts: same relation names, same arity, same values.
+
+        Empty relations are declared too (a fact asserted and retracted), so that asking them answers
+        nothing instead of failing with "Predicate without definition"."""
         from pyDatalog import pyDatalog
 
         for rel in relations if relations is not None else RELATIONS:
-            for row in self.rows(rel):
+            rows = self.rows(rel)
+            if not rows:
+                blank = tuple("" for _ in SCHEMA[rel])
+                pyDatalog.assert_fact(rel, *blank)
+                pyDatalog.retract_fact(rel, *blank)
+            for row in rows:
                 pyDatalog.assert_fact(rel, *row)
 
     def iter_rows(self, rel: str) -> Iterator[tuple]:
