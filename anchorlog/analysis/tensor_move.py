@@ -511,6 +511,10 @@ class TensorMoveDecider:
         succs = graph.consumers(tm.name, 0)
         for s, m in succs:
             sn = graph.nodes[s]
+            if sn.type == "NetOutput":  # (GE tests the ref relation first; a NetOutput passes every input on)
+                v.rule = "rule1-path"
+                v.reason = f"source {src.node} is a {snode.type} (special source) and successor {s} is a NetOutput"
+                return False
             if self._has_ref_output_from_input(graph, sn, m):
                 v.rule = "rule1-path"
                 v.reason = f"source {src.node} is a {snode.type} (special source) and successor {s} passes input {m} on as an output (ref op)"
