@@ -199,8 +199,7 @@ _TOKEN_RE = re.compile(
       |(?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
       |(?P<num>-?(?:0[xX][0-9a-fA-F]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fF]?)(?![\w.]))
       |(?P<ident>-?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
-      |(?P<ext>\[[^\]\n]*\])
-      |(?P<punct>[{}<>\[\]:,;])
+      |(?P<punct>[{}<>\[\]:,;/])
     """,
     re.X,
 )
@@ -280,8 +279,14 @@ class _Parser:
                 return out
             if kind == "ident" and not val.startswith("-"):
                 name = val
-            elif kind == "ext":
-                name = val
+            elif kind == "punct" and val == "[":  # extension or Any type URL: [pkg.name] / [type.googleapis.com/x]
+                j = self.i + 1
+                while toks[j][0] != "eof" and toks[j][1] != "]":
+                    j += 1
+                if toks[j][0] == "eof":
+                    self.fail("unterminated '[' in field name")
+                name = "[" + self.text[toks[self.i + 1][2] : toks[j][2]].strip() + "]"
+                self.i = j
             elif kind == "num" and val.isdigit():
                 name = val  # unknown field printed by number
             else:
@@ -882,6 +887,9 @@ class _TextWriter:
         out = self.out
         p = self.ind(d)
         for k, v in _pairs(t):
+            if k == "#wire":
+                self.tree(wire_to_tree(v), d)
+                continue
             if type(v) is list:
                 out.append(f"{p}{k} {{")
                 self.tree(v, d + 1)
@@ -1147,6 +1155,45 @@ def _generic_scalar(v: Any) -> str:
     if raw is not None:
         return quote(raw)
     raise ValueError(f"cannot write {v!r} as a text-format value")
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def wire_to_tree(data: bytes) -> list:
+    """Unknown fields' wire bytes as a generic tree with numbered names (as protobuf prints them): varints
+    as integers, length-delimited as byte strings, fixed32/fixed64 as hex integers."""
+    out: list = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        key, pos = _read_varint(data, pos)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, pos = _read_varint(data, pos)
+            out.extend((str(num), v))
+        elif wt == 2:
+            ln, pos = _read_varint(data, pos)
+            out.extend((str(num), data[pos : pos + ln]))
+            pos += ln
+        elif wt == 1:
+            out.extend((str(num), int.from_bytes(data[pos : pos + 8], "little")))
+            pos += 8
+        elif wt == 5:
+            out.extend((str(num), int.from_bytes(data[pos : pos + 4], "little")))
+            pos += 4
+        else:  # groups (wire types 3/4) are not used by proto3 files: keep the rest as bytes
+            out.extend((str(num), data[pos:]))
+            break
+    return out
 
 
 def model_to_text(model: Model) -> str:

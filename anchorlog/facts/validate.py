@@ -124,4 +124,7 @@ def find_cycle(g: Graph) -> list[str]:
         cur = next(p for p in preds[cur] if p in remaining)
     loop = path[seen[cur] :]
     loop.reverse()  # predecessor walk -> edge direction
-    return loop
+    # Start at the node that comes first in the graph, so the message is stable.
+    order = {name: i for i, name in enumerate(g.nodes)}
+    first = min(range(len(loop)), key=lambda i: order[loop[i]])
+    return loop[first:] + loop[:first]
