@@ -15,6 +15,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from anchorlog.analysis.explainers import register_explainer
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import InputError
 from anchorlog.facts.graph import Graph, Model, Node
@@ -257,3 +258,10 @@ def explain_anchor(model: Model, node: str, out: int, options: Mapping[str, str]
     if ctrl_node_subgraph_has_conflict(work, top):
         lines.append("note: the control-node step (If/Case branches, While bodies) inserts Identities first")
     return "\n".join(lines)
+
+
+@register_explainer("layout-conflict", anchors=True)
+def explain(model: Model, name: str, *, options: dict[str, str], anchor: tuple[str, int] | None = None) -> str:
+    """``anchorlog explain IN NAME --anchor NODE:OUT`` for layout conflicts (see :func:`explain_anchor`)."""
+    node, out = anchor if anchor is not None else (name, 0)
+    return explain_anchor(model, node, out, options)

@@ -1,7 +1,9 @@
 """Solving (reference §4.5, §3.6): an Identity before a conflicting in-anchor, or after a conflicting
 out-anchor for all its current consumers, built and attributed exactly as GE's ``CreateIdentityOpDesc``.
 
-The graph edits follow GE's ``InsertNodeBefore`` / ``InsertNodeAfter`` (control edges move to the new node).
+Single-anchor edits use the shared rewriter (``anchorlog.runtime.rewrite``: GE's ``InsertNodeBefore`` /
+``InsertNodeAfter`` with their control-edge moves); the control-node step's multi-input Identity (one node, input
+``i`` in front of conflict anchor ``i``) uses :func:`insert_before` here, which the shared rewriter does not offer.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Node, TensorDesc
+from anchorlog.runtime.rewrite import insert_identity_after, insert_identity_before
 
 from ._ge import (
     CANNOT_BE_DELETED,
@@ -75,30 +79,34 @@ def _identity_desc(src: AnchorRef) -> TensorDesc:
     return td
 
 
+def _decorate(ident: Node, in_anchors: list[AnchorRef], producers: list[AnchorRef | None]) -> None:
+    """What ``CreateIdentityOpDesc`` adds besides the descriptors: input/output names, GE's ``CopyAttr``
+    from each (producer, consumer) pair, and the not-deletable marks."""
+    single = len(in_anchors) == 1
+    in_names = ["x" if single else f"x{i}" for i in range(len(in_anchors))]
+    out_names = ["y" if single else f"y{i}" for i in range(len(in_anchors))]
+    ident.set_attr("_input_name_key", in_names)
+    ident.set_attr("_input_name_value", list(range(len(in_names))))
+    ident.set_attr("_output_name_key", out_names)
+    ident.set_attr("_output_name_value", list(range(len(out_names))))
+    for a, src in zip(in_anchors, producers):
+        if src is not None:
+            _copy_attr(src.node, a.node, ident)
+    ident.set_attr(NO_NEED_CONSTANT_FOLDING, False)
+    ident.set_attr(CANNOT_BE_DELETED, True)
+
+
 def create_identity(graph: Graph, in_anchors: list[AnchorRef], namer: IdentityNamer) -> Node:
     """``CreateIdentityOpDesc``: one input/output per conflicting in-anchor (``x``/``y`` or ``x<i>``/``y<i>``),
     descriptors copied from the producers, GE's attributes copied, marked not deletable."""
     first = in_anchors[0]
     node = Node(namer.name(graph, first.idx, first.node.name), "Identity")
-    single = len(in_anchors) == 1
-    in_names, out_names = [], []
-    for i, a in enumerate(in_anchors):
-        src = producer(a.node, a.idx)
+    producers = [producer(a.node, a.idx) for a in in_anchors]
+    for src in producers:
         td = _identity_desc(src) if src is not None else TensorDesc()
         node.input_desc.append(td.copy())
         node.output_desc.append(td.copy())
-        in_names.append("x" if single else f"x{i}")
-        out_names.append("y" if single else f"y{i}")
-    node.set_attr("_input_name_key", in_names)
-    node.set_attr("_input_name_value", list(range(len(in_names))))
-    node.set_attr("_output_name_key", out_names)
-    node.set_attr("_output_name_value", list(range(len(out_names))))
-    for a in in_anchors:
-        src = producer(a.node, a.idx)
-        if src is not None:
-            _copy_attr(src.node, a.node, node)
-    node.set_attr(NO_NEED_CONSTANT_FOLDING, False)
-    node.set_attr(CANNOT_BE_DELETED, True)
+    _decorate(node, in_anchors, producers)
     return node
 
 
@@ -177,22 +185,38 @@ def update_netoutput_offsets(in_anchors: list[AnchorRef], ident: Node) -> None:
 
 
 def solve_in_anchor(a: AnchorRef, namer: IdentityNamer) -> Node:
+    """``SolveInAnchorConflict``: one Identity before ``a`` (shared rewriter primitive)."""
     g = a.node.graph
     assert g is not None
-    ident = create_identity(g, [a], namer)
-    insert_before(a, ident)
+    src = producer(a.node, a.idx)
+    if src is None:
+        raise PassFailure(f"cannot insert an Identity before unconnected input {a.name}", a.node.name)
+    name = insert_identity_before(
+        g, (a.node.name, a.idx), name=namer.name(g, a.idx, a.node.name), desc=_identity_desc(src)
+    )
+    ident = g.nodes[name]
+    _decorate(ident, [a], [src])
     update_netoutput_offsets([a], ident)
     return ident
 
 
 def solve_out_anchor(a: AnchorRef, namer: IdentityNamer) -> Node | None:
+    """``SolveOutAnchorConflict``: one Identity after ``a`` for all its current consumers, named after the
+    first consumer."""
     dsts = consumers(a)
     if not dsts:
         return None
     g = a.node.graph
     assert g is not None
-    ident = create_identity(g, [dsts[0]], namer)
-    insert_after(a, dsts, ident)
+    name = insert_identity_after(
+        g,
+        (a.node.name, a.idx),
+        [(d.node.name, d.idx) for d in dsts],
+        name=namer.name(g, dsts[0].idx, dsts[0].node.name),
+        desc=_identity_desc(a),
+    )
+    ident = g.nodes[name]
+    _decorate(ident, [dsts[0]], [a])
     update_netoutput_offsets(dsts, ident)
     return ident
 
