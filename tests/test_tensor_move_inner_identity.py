@@ -65,3 +65,50 @@ def test_update_ref_attr_marks_name_matched_ops():
     n.set_attr("_output_name_value", [0])
     m = b.build()
     assert update_ref_attr(m) == ["op"] and m.root.nodes["op"].attr("reference") is True
+
+
+# ---------------------------------------------------------------------------------------------- inner-identity-delete
+def _with_inner_identity(producer: str = "relu:ReLU"):
+    """relu feeds an Assign's ref input and an Add that reads the Assign's output (GE InnerIdentity_Delete1)."""
+    b = GraphBuilder("g")
+    b.chain("x:Data", producer)
+    pname = producer.split(":")[0]
+    b.node("assign:Assign", inputs=2, outputs=1)
+    b.edge(pname, 0, "assign", 0)
+    b.node("v:Data")
+    b.edge("v", 0, "assign", 1)
+    b.node("add:Add", inputs=2, outputs=1)
+    b.edge(pname, 0, "add", 0)
+    b.edge("assign", 0, "add", 1)
+    b.ref_op("assign", {0: 0})
+    m = b.build()
+    run_inner_identity_add(m)
+    return m
+
+
+def test_inner_identity_deleted_when_every_reader_follows_the_write():
+    from anchorlog.analysis.inner_identity_add import run_inner_identity_delete
+
+    m = _with_inner_identity()
+    assert any(n.type == "Identity" for n in m.root.nodes.values())
+    sec = run_inner_identity_delete(m, {})
+    assert not any(n.type == "Identity" for n in m.root.nodes.values())
+    assert m.root.nodes["assign"].inputs[0] == ("relu", 0) and len(sec["deleted"]) == 1
+
+
+def test_inner_identity_kept_when_another_reader_is_unordered():
+    from anchorlog.analysis.inner_identity_add import run_inner_identity_delete
+
+    m = _with_inner_identity()
+    g = m.root
+    ident = next(n.name for n in g.nodes.values() if n.type == "Identity")
+    from anchorlog.facts.graph import Node
+
+    # a reader of relu that is not ordered before the Assign, and a second consumer of the Identity
+
+    g.add_node(Node("reader", "ReLU", inputs=[("relu", 0)]))
+    g.add_node(Node("w", "ReLU", inputs=[(ident, 0)]))  # identity gets a second, unordered consumer
+    sec = run_inner_identity_delete(m, {})
+    assert sec["deleted"] == [] and ident in g.nodes
+    sec = run_inner_identity_delete(m, {"ge.topoSortingMode": "3"})  # stable RDFS: always deletable
+    assert ident not in g.nodes and len(sec["deleted"]) == 1

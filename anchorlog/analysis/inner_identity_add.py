@@ -167,3 +167,131 @@ def run_inner_identity_add(model: Model) -> dict:
 def run(model: Model, ctx: PassContext) -> dict:
     """Isolate ref-op inputs behind an inner Identity (GE InnerIdentityAddPass)."""
     return run_inner_identity_add(model)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# inner-identity-delete (GE InnerIdentityDeletePass, O0, OptimizeStage2 after-merge)
+# --------------------------------------------------------------------------------------------------------------
+OPT_TOPO_SORTING_MODE = "ge.topoSortingMode"
+TENSOR_MEMORY_SCOPE = "_tensor_memory_scope"
+_STABLE_RDFS = 3
+_CONST_LIKE = frozenset(OP_CLASSES["const_like"])
+
+
+def _is_inner_identity(node: Node) -> bool:
+    return node.type == "Identity" and node.attr(INNER_IDENTITY_ATTR) is True
+
+
+def _has_memory_scope(node: Node) -> bool:
+    return any(TENSOR_MEMORY_SCOPE in td.attrs for td in node.output_desc)
+
+
+def _input_from_data(graph: Graph, node: Node) -> bool:
+    return any(a is not None and graph.nodes[a[0]].type in _DATA for a in node.inputs)
+
+
+def _cannot_delete(graph: Graph, ident: Node) -> bool:
+    """GE ``IsCannotDelete``: the nano-form memory-scope guard."""
+    if _has_memory_scope(ident):
+        return not _input_from_data(graph, ident)
+    outs = [graph.nodes[d] for d, _ in graph.consumers(ident.name, 0)]
+    if not any(_has_memory_scope(o) for o in outs):
+        return False
+    return _input_from_data(graph, ident)
+
+
+def _stable_rdfs(options: dict[str, str]) -> bool:
+    text = options.get(OPT_TOPO_SORTING_MODE, "")
+    if not text:
+        return False
+    import re
+
+    m = re.match(r"\s*([+-]?\d+)", text)  # strtol: leading number, 0 when none
+    return (int(m.group(1)) if m else 0) == _STABLE_RDFS
+
+
+def _out_data_nodes(graph: Graph, name: str) -> list[str]:
+    return [d for o in out_indices(graph, name) for d, _ in graph.consumers(name, o)]
+
+
+def _ref_consumer(graph: Graph, ident: str) -> str | None:
+    """GE ``FindRefNode``: the first data consumer carrying op attr ``reference`` = true."""
+    for d in _out_data_nodes(graph, ident):
+        if graph.nodes[d].attr("reference") is True:
+            return d
+    return None
+
+
+def _real_out(graph: Graph, name: str) -> str | None:
+    """GE ``FindRealOutNode``: an inner Identity stands for the ref node behind it."""
+    return _ref_consumer(graph, name) if _is_inner_identity(graph.nodes[name]) else name
+
+
+def _connected(graph: Graph, a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and reaches(graph, a, b)
+
+
+def _delete_decision(graph: Graph, ident: Node, options: dict[str, str]) -> tuple[bool, str]:
+    """GE ``DeleteInnerIdentity``: (delete?, why)."""
+    srcs = [a for a in ident.inputs if a is not None]
+    if len(srcs) != 1:
+        raise PassFailure(
+            f"inner identity {ident.name} has {len(srcs)} data inputs, expected 1", f"{graph.name}/{ident.name}"
+        )
+    src = srcs[0]
+    producer = graph.nodes[src[0]]
+    if producer.type in _CONST_LIKE:
+        return False, f"its input {producer.name} is a {producer.type} (not writable)"
+    if _stable_rdfs(options):
+        return True, f"{OPT_TOPO_SORTING_MODE} is stable RDFS"
+    outs = _out_data_nodes(graph, ident.name)
+    if not any(graph.nodes[o].attr("reference") is True for o in outs):
+        return True, "no consumer is a ref op"
+    ref = _ref_consumer(graph, ident.name)
+    others = [o for o in outs if o != ref]
+    if len(graph.consumers(src[0], src[1])) == 1:
+        if len(outs) == 1:
+            return True, "its input and itself each have a single consumer"
+        if all(_connected(graph, ref, _real_out(graph, o)) for o in others):
+            return True, f"every other consumer runs after the ref op {ref}"
+        return False, f"a consumer does not depend on the ref op {ref}"
+    siblings = [
+        d for o in out_indices(graph, producer.name) for d, _ in graph.consumers(producer.name, o) if d != ident.name
+    ]
+    before_ref = all(_connected(graph, _real_out(graph, s), ref) for s in siblings)
+    if len(outs) == 1:
+        if before_ref:
+            return True, f"every other reader of {producer.name} runs before the ref op {ref}"
+        return False, f"another reader of {producer.name} is not ordered before the ref op {ref}"
+    if before_ref and all(_connected(graph, ref, _real_out(graph, o)) for o in others):
+        return True, f"readers of {producer.name} run before, its other consumers after the ref op {ref}"
+    return False, f"readers around the ref op {ref} are not ordered"
+
+
+def run_inner_identity_delete(model: Model, options: dict[str, str]) -> dict:
+    """Apply GE's InnerIdentityDeletePass to every graph (root first); returns the report section."""
+    from anchorlog.runtime.rewrite import isolate_and_delete
+
+    update_ref_attr(model)
+    deleted: list[dict] = []
+    kept: list[dict] = []
+    for graph in list(model.graphs):
+        for node in list(graph.nodes.values()):
+            if node.name not in graph.nodes or not _is_inner_identity(node):
+                continue
+            if _cannot_delete(graph, node):
+                kept.append({"identity": node.name, "graph": graph.name, "why": f"{TENSOR_MEMORY_SCOPE} guard"})
+                continue
+            ok, why = _delete_decision(graph, node, options)
+            if ok:
+                isolate_and_delete(graph, node.name, {0: 0})
+                deleted.append({"identity": node.name, "graph": graph.name, "why": why})
+            else:
+                kept.append({"identity": node.name, "graph": graph.name, "why": why})
+    return {"deleted": deleted, "kept": kept}
+
+
+@register("inner-identity-delete", options=(OPT_TOPO_SORTING_MODE,))
+def run_delete(model: Model, ctx: PassContext) -> dict:
+    """Remove inner Identities whose isolation is not needed (GE InnerIdentityDeletePass)."""
+    return run_inner_identity_delete(model, ctx.options)
