@@ -202,7 +202,9 @@ class _Mapper:
             if refed is not None and refed.name in self.t.a2s:
                 self.update(a, refed)
             k = ref_from_input(self.index, g, node, i) if g is not None else None
-            if k is not None and k < n_in(node):
+            # A subgraph Data's in_0 got its symbol from the parent input even when the dump lists no input
+            # descriptor for it (GE's Data op always has that input anchor).
+            if k is not None and (k < n_in(node) or anchor_name(node.name, "in", k) in self.t.a2s):
                 self.update(a, AnchorRef(node, "in", k))
                 continue
             # NewSymbol with emplace: an anchor already mapped via RefData keeps its symbol, but GE still
