@@ -1,0 +1,63 @@
+"""Benchmark of fact extraction (anchorlog.facts.relations): IR -> rows -> indexed SQLite.
+
+For each target size, generates ``generate_transformer(nodes=N, seed=0)`` once, then times (best of
+``--repeat``) ``tables_from_model`` (derivation only) and ``FactDB.from_model`` (derivation, bulk insert,
+indexes, ANALYZE) in memory and, with ``--file``, into a file.
+
+Run:  .venv/bin/python benchmarks/bench_facts.py --nodes 10000 100000 [--repeat 3] [--file]
+Prints one line per size: nodes, graphs, fact rows, derive seconds, load seconds (in memory [, file]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import tempfile
+import time
+
+from anchorlog.facts.generate import generate_transformer
+from anchorlog.facts.relations import FactDB, tables_from_model
+
+
+def best_of(repeat: int, fn) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def bench(nodes: int, repeat: int, to_file: bool) -> str:
+    model = generate_transformer(None, 0, nodes=nodes)
+    t_derive, tables = best_of(repeat, lambda: tables_from_model(model))
+    n_rows = sum(len(r) for r in tables.values())  # type: ignore[union-attr]
+    t_mem, db = best_of(repeat, lambda: FactDB.from_model(model))
+    db.close()  # type: ignore[union-attr]
+    line = (
+        f"nodes {model.num_nodes():>7}  graphs {len(model.graphs):>4}  rows {n_rows:>9,}  "
+        f"derive {t_derive:5.2f}s  FactDB in memory {t_mem:5.2f}s ({model.num_nodes() / t_mem:,.0f} nodes/s)"
+    )
+    if to_file:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "facts.sqlite")
+            t_file, db = best_of(repeat, lambda: FactDB.from_model(model, path))
+            db.close()  # type: ignore[union-attr]
+            line += f"  file {t_file:5.2f}s ({os.path.getsize(path) / 2**20:.0f} MiB)"
+    return line
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--file", action="store_true", help="also time writing a database file")
+    args = ap.parse_args()
+    for n in args.nodes:
+        print(bench(n, args.repeat, args.file), flush=True)
+
+
+if __name__ == "__main__":
+    main()
