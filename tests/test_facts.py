@@ -496,3 +496,22 @@ def test_builder_model_matches_modelbuilder_root():
     g.chain("a:Data", "b:NetOutput")
     db = FactDB.from_model(mb.build())
     assert db.rows("graph") == [("main", "mm", "", "", 1)]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb", "pydatalog"])
+def test_rule_engine_reads_every_relation_by_name(engine):
+    from anchorlog.queries import Program
+
+    if engine == "duckdb":
+        pytest.importorskip("duckdb")
+    db = FactDB.from_model(if_model())
+    decls, rules = [], []
+    for rel in RELATIONS:
+        vs = [f"X{i}" for i in range(len(COLUMNS[rel]))]
+        # the value columns hold integers here (_parent_node_index): declare them as numbers
+        types = ["number" if t in ("number", "value") else "symbol" for _, t in SCHEMA[rel]]
+        decls.append(f".decl q_{rel}({', '.join(f'{v}: {t}' for v, t in zip(vs, types))})")
+        rules.append(f"q_{rel}({', '.join(vs)}) :- {rel}({', '.join(vs)}).")
+    res = Program.from_text("\n".join(decls + rules)).run(db, engine=engine)
+    for rel in RELATIONS:
+        assert sorted(res.rows(f"q_{rel}"), key=repr) == sorted(db.rows(rel), key=repr), rel

@@ -163,8 +163,19 @@ class ModelBuilder:
 class GraphBuilder:
     """Builds one graph of a model; see the module docstring for an example."""
 
-    def __init__(self, name: str = "g", **defaults: Any) -> None:
-        mb = ModelBuilder(defaults.pop("model_name", "model"), **defaults)
+    def __init__(
+        self,
+        name: str = "g",
+        *,
+        model_name: str = "model",
+        dtype: str = "DT_FLOAT",
+        shape: Iterable[int] | None = (1, 1, 224, 224),
+        format: str = "ND",  # noqa: A002 - GE's word
+        size: int = 0,
+    ) -> None:
+        """A root graph ``name`` in a new model ``model_name``; tensor descs default to ``dtype``/``shape``/
+        ``format``/``size`` (``shape=None``: descs without a shape)."""
+        mb = ModelBuilder(model_name, dtype=dtype, shape=shape, format=format, size=size)
         self._init(mb, mb.model.add_graph(Graph(name)))
         mb.builders[name] = self
 
