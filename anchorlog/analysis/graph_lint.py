@@ -12,12 +12,13 @@ so the report's ``lint`` list holds that one ``W18888``; the pass section lists 
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.analysis.rw_conflict import io_name_rows
-from anchorlog.analysis.symbols import out_anchor_count, topo_nodes
+from anchorlog.analysis.symbols import topo_nodes
 from anchorlog.facts.graph import Model
 
 GRAPH_LINT_DL = Path(__file__).resolve().parent.parent / "queries" / "graph_lint.dl"
@@ -54,56 +55,142 @@ def lint_io_name_rows(model: Model) -> list[tuple[str, str, str, int, str]]:
     return rows
 
 
+AUX_TABLES: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
+    "io_name": (
+        ("graph", "node", "io", "idx", "name"),
+        (("graph", "node", "io", "name"), ("graph", "node", "io", "idx")),
+    ),
+    "reach_pos": (("graph", "node", "pos"), (("graph", "node"),)),
+}
+
+
+def install_aux_table(db: Any, name: str, rows: list[tuple]) -> None:
+    """(Re)create auxiliary fact table ``name`` (see :data:`AUX_TABLES`) in ``db`` with its indexes, so rules
+    can join and negate it by index. Replaces an earlier copy (the model may have changed since)."""
+    cols, indexes = AUX_TABLES[name]
+    c = db.conn
+    c.execute(f'DROP TABLE IF EXISTS "{name}"')
+    c.execute(f'CREATE TABLE "{name}" ({", ".join(chr(34) + x + chr(34) for x in cols)})')
+    c.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" for _ in cols)})', rows)
+    for i, ix in enumerate(indexes):
+        c.execute(f'CREATE INDEX "idx_{name}_{i}" ON "{name}" ({", ".join(chr(34) + x + chr(34) for x in ix)})')
+    c.commit()
+
+
+LEAN_RELATIONS = ("graph", "node", "node_attr", "data_edge", "ctrl_edge", "subgraph")
+LEAN_ATTRS = frozenset({"_parent_node_index", "original_type"})
+
+
+def lean_fact_db(model: Model) -> sqlite3.Connection:
+    """A fact database holding only what ``graph_lint.dl`` reads: relations graph, node, data_edge, ctrl_edge,
+    subgraph (schema and indexes as in :mod:`anchorlog.facts.relations`) and the node_attr rows of
+    ``_parent_node_index`` / ``original_type``. Building the full FactDB costs more than the whole check."""
+    from anchorlog.facts.relations import INDEXES, SCHEMA, _ModelIndex, attr_fact_value
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    for rel in LEAN_RELATIONS:
+        cols = ", ".join(f'"{c}" {dict(symbol="TEXT", number="INTEGER").get(t, "")}'.rstrip() for c, t in SCHEMA[rel])
+        conn.execute(f'CREATE TABLE "{rel}" ({cols})')
+    idx = _ModelIndex(model)
+    rows: dict[str, list[tuple]] = {rel: [] for rel in LEAN_RELATIONS}
+    for gi, g in enumerate(model.graphs):
+        own = idx.owner.get(g.name)
+        rows["graph"].append(
+            (g.name, model.name or "model", own[0].name if own else "", own[1].name if own else "", 1 if gi == 0 else 0)
+        )
+        for n in g.nodes.values():
+            rows["node"].append((g.name, n.name, n.type))
+            for key in LEAN_ATTRS & n.attrs.keys():
+                kind, value = attr_fact_value(n.attrs[key])
+                rows["node_attr"].append((g.name, n.name, key, kind, value))
+            for i, a in enumerate(n.inputs):
+                if a is not None:
+                    rows["data_edge"].append((g.name, a[0], a[1], n.name, i))
+            rows["ctrl_edge"].extend((g.name, c, n.name) for c in n.ctrl_inputs)
+            rows["subgraph"].extend((g.name, n.name, i, s) for i, s in enumerate(n.subgraph_names) if s)
+    for rel, rs in rows.items():
+        conn.executemany(f'INSERT INTO "{rel}" VALUES ({", ".join("?" for _ in SCHEMA[rel])})', rs)
+        for k, cols in enumerate(INDEXES.get(rel, ())):
+            conn.execute(f'CREATE INDEX "lean_{rel}_{k}" ON "{rel}" ({", ".join(chr(34) + c + chr(34) for c in cols)})')
+    conn.execute("ANALYZE")
+    conn.commit()
+    return conn
+
+
+class _Conn:
+    """Adapter giving a bare connection the ``.conn`` attribute the aux-table helper expects."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+
 def verify(model: Model, *, engine: str = "sqlite", db: Any = None) -> dict[str, Any]:
-    """Run GraphLint on ``model``; returns ``{"first": entry|None, "unordered": [...], "aborted": str|None}``."""
-    from anchorlog.facts.relations import FactDB
+    """Run GraphLint on ``model``; returns ``{"first": entry|None, "unordered": [...], "aborted": str|None}``.
+
+    ``db``: a fact database to query (a lean one holding just the relations the rules read is built when
+    omitted); the auxiliary tables ``io_name`` and ``reach_pos`` are (re)created in it."""
     from anchorlog.queries import Program
 
-    if db is None:
-        db = FactDB.from_model(model)
+    holder = _Conn(lean_fact_db(model)) if db is None else db
+    positions = topo_positions(model)
+    install_aux_table(holder, "io_name", lint_io_name_rows(model))
+    install_aux_table(holder, "reach_pos", positions)
+    holder.conn.execute("ANALYZE")
     prog = Program.from_file(GRAPH_LINT_DL)
-    res = prog.run(db, engine=engine, extra={"io_name": lint_io_name_rows(model), "reach_pos": topo_positions(model)})
-    in_types = {(g, n, i): t for g, n, i, t in res.rows("lint_in")}
+    res = prog.run(holder.conn, engine=engine)
+    pos = {(g, n): p for g, n, p in positions}
+    gidx = {g.name: i for i, g in enumerate(model.graphs)}
+    writers: dict[tuple, set[str]] = {}
+    readers: dict[tuple, set[str]] = {}
+    untyped: dict[tuple, list[tuple[str, int]]] = {}
+    for g, s, o, w in res.rows("lint_writer"):
+        writers.setdefault((g, s, o), set()).add(w)
+    for g, s, o, r in res.rows("lint_reader"):
+        readers.setdefault((g, s, o), set()).add(r)
+    for g, s, o, c, k in res.rows("lint_untyped"):
+        untyped.setdefault((g, s, o), []).append((c, k))
     ordered = {(g, a, b) for g, a, b in res.rows("lint_ordered")}
+    keys = sorted(set(writers) | set(untyped), key=lambda k: (gidx.get(k[0], 0), pos.get((k[0], k[1]), 0), k[2]))
     unordered: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
     aborted: str | None = None
-    for g in model.graphs:  # root first, then the subgraphs in registration order
-        for node in topo_nodes(g):
-            for o in range(out_anchor_count(g, node)):
-                cons = g.consumers(node.name, o)
-                if len(cons) < 2:
+    for key in keys:
+        gname, src, out = key
+        graph = model.graph(gname)
+        cons = graph.consumers(src, out)
+        if key in untyped and aborted is None and first is None:
+            c, k = untyped[key][0]
+            aborted = f"{c} input {k} has no read/write type (GE's Verify stops without W18888)"
+        ws = _in_order([c for c, _ in cons], writers.get(key, set()))
+        rs = _in_order([c for c, _ in cons], readers.get(key, set()))
+        for w in ws:
+            others = [(x, "write") for x in ws if x != w] + [(x, "read") for x in rs if x != w]
+            for x, kind in others:
+                if (gname, w, x) in ordered:
                     continue
-                writers: list[str] = []
-                readers: list[str] = []
-                for c, k in cons:
-                    t = in_types.get((g.name, c, k))
-                    if t is None:
-                        if aborted is None and first is None:
-                            aborted = f"{c} input {k} has no read/write type (GE's Verify fails without W18888)"
-                        continue
-                    if t == "W" and c not in writers:
-                        writers.append(c)
-                    elif t == "R" and c not in readers:
-                        readers.append(c)
-                for w in writers:
-                    others = [(x, "write") for x in writers if x != w] + [(x, "read") for x in readers if x != w]
-                    for x, kind in others:
-                        if (g.name, w, x) in ordered:
-                            continue
-                        entry = {
-                            "code": "W18888",
-                            "nodes": [w, x],
-                            "graph": g.name,
-                            "kind": f"write-{kind}",
-                            "anchor": f"{node.name}:{o}",
-                            "message": (MSG_WRITE if kind == "write" else MSG_READ).format(a=w, b=x),
-                        }
-                        reported = first is None and aborted is None
-                        unordered.append({**entry, "reported_by_ge": reported})
-                        if reported:
-                            first = entry
+                entry = {
+                    "code": "W18888",
+                    "nodes": [w, x],
+                    "graph": gname,
+                    "kind": f"write-{kind}",
+                    "anchor": f"{src}:{out}",
+                    "message": (MSG_WRITE if kind == "write" else MSG_READ).format(a=w, b=x),
+                }
+                reported = first is None and aborted is None
+                unordered.append({**entry, "reported_by_ge": reported})
+                if reported:
+                    first = entry
     return {"first": first, "unordered": unordered, "aborted": aborted}
+
+
+def _in_order(names: list[str], keep: set[str]) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        if n in keep and n not in out:
+            out.append(n)
+    return out
 
 
 @register("graph-lint")
