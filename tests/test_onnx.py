@@ -276,3 +276,30 @@ def test_shipped_model_files():
         pytest.skip("this onnx wheel ships no model files")
     for f in files:
         check_model(read_onnx(f))
+
+
+def test_ge_attributes_for_adapted_ops():
+    sizes = numpy_helper.from_array(np.array([1, 2], dtype=np.int64), "sizes")
+    nodes = [
+        helper.make_node("Split", ["x", "sizes"], ["s0", "s1"], name="split", axis=1),
+        helper.make_node("Split", ["x"], ["e0", "e1", "e2"], name="even", axis=1, num_outputs=3),
+        helper.make_node("Softmax", ["x"], ["sm"], name="sm"),
+        helper.make_node("Transpose", ["x"], ["tr"], name="tr", perm=[1, 0]),
+        helper.make_node("Cast", ["x"], ["c"], name="cast", to=TensorProto.FLOAT16),
+        helper.make_node("Gemm", ["x", "tr"], ["g"], name="gemm", transB=1),
+    ]
+    outs = [_vi(n, shape=None) for n in ("s0", "s1", "e0", "e1", "e2", "sm", "tr", "g")] + [
+        _vi("c", TensorProto.FLOAT16, None)
+    ]
+    m = read_onnx(_model(nodes, [_vi("x", shape=(2, 3))], outs, [sizes], opset=18))
+    check_model(m)
+    g = m.root
+    split = g.nodes["split"]
+    assert split.type == "SplitVD" and split.attr("size_splits") == [1, 2] and split.attr("split_dim") == 1
+    assert split.inputs == [("x", 0)] and split.attr("num_split") == 2
+    assert g.nodes["even"].type == "SplitD" and g.nodes["even"].attr("num_split") == 3
+    assert g.nodes["sm"].type == "SoftmaxV2" and g.nodes["sm"].attr("axes") == [-1]
+    assert g.nodes["tr"].type == "TransposeD" and g.nodes["tr"].attr("perm") == [1, 0]
+    assert g.nodes["cast"].attr("dst_type") == 1  # ge::DT_FLOAT16
+    gemm = g.nodes["gemm"]
+    assert gemm.type == "MatMulV2" and gemm.attr("transpose_x2") is True and gemm.attr("transpose_x1") is False

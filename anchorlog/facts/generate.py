@@ -66,7 +66,24 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 # GE's in-memory ge::DataType numbers (what a Cast's dst_type attr holds; differs from the proto enum).
-GE_DATATYPE_NUMBER = {"DT_FLOAT": 0, "DT_FLOAT16": 1, "DT_INT8": 2, "DT_INT32": 3, "DT_BF16": 27}
+GE_DATATYPE_NUMBER = {
+    "DT_FLOAT": 0,
+    "DT_FLOAT16": 1,
+    "DT_INT8": 2,
+    "DT_INT32": 3,
+    "DT_UINT8": 4,
+    "DT_INT16": 6,
+    "DT_UINT16": 7,
+    "DT_UINT32": 8,
+    "DT_INT64": 9,
+    "DT_UINT64": 10,
+    "DT_DOUBLE": 11,
+    "DT_BOOL": 12,
+    "DT_STRING": 13,
+    "DT_COMPLEX64": 16,
+    "DT_COMPLEX128": 17,
+    "DT_BF16": 27,
+}
 
 HCCL_KERNEL_LIB = "ops_kernel_info_hccl"
 HCCL_WORLD_GROUP = "hccl_world_group"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorlog.errors import InputError
-from anchorlog.facts.generate import ge_memory_size
+from anchorlog.facts.generate import GE_DATATYPE_NUMBER, ge_memory_size
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, NamedAttrs, Node, TensorDef, TensorDesc
 
 # ONNX op types whose GE spelling differs or that GE represents by another op; the rest keep their name.
@@ -55,9 +55,9 @@ ONNX_TO_GE_TYPE: dict[str, str] = {
     "LayerNormalization": "LayerNorm",
     "Flatten": "Flatten",
     "Reshape": "Reshape",
-    "Transpose": "Transpose",
+    "Transpose": "TransposeD",
     "Cast": "Cast",
-    "Split": "SplitV",
+    "Split": "SplitD",  # SplitVD when the sizes are known (see _adapt)
     "Slice": "Slice",
     "Pad": "PadV3",
     "Expand": "Expand",
@@ -459,11 +459,56 @@ class _Importer:
             bodies.sort(key=lambda b: order.get(b[0], 2))
         if op_type == "Constant" and np_.domain in ("", "ai.onnx"):
             self.constant_value(node)
-        elif op_type == "Concat" and "axis" in node.attrs:
-            node.set_attr("concat_dim", node.attr("axis"))
-            node.set_attr("N", sum(1 for x in inputs if x is not None))
+        elif np_.domain in ("", "ai.onnx"):
+            self.adapt(scope, node, op_type)
         if bodies:
             self.convert_bodies(scope, node, op_type, bodies)
+
+    def default_opset(self) -> int:
+        return self.opset.get("", self.opset.get("ai.onnx", 0))
+
+    def const_ints(self, scope: _Scope, anchor: tuple[str, int] | None) -> list[int] | None:
+        """The integer values of a Const feeding an input, when known."""
+        if anchor is None:
+            return None
+        src = scope.graph.nodes.get(anchor[0])
+        if src is None or src.type != "Const" or "value" not in src.attrs or src.attrs["value"].kind != "t":
+            return None
+        tdef = src.attrs["value"].value
+        width = {"DT_INT64": 8, "DT_INT32": 4}.get(tdef.desc.dtype if tdef.desc else "")
+        if width is None or len(tdef.data) % width:
+            return None
+        return [
+            int.from_bytes(tdef.data[i : i + width], "little", signed=True) for i in range(0, len(tdef.data), width)
+        ]
+
+    def adapt(self, scope: _Scope, node: Node, op_type: str) -> None:
+        """Attributes the GE op carries where ONNX has other names or inputs (as GE's parser folds them)."""
+        if op_type == "Concat" and "axis" in node.attrs:
+            node.set_attr("concat_dim", node.attr("axis"))
+            node.set_attr("N", sum(1 for x in node.inputs if x is not None))
+        elif op_type == "Split":
+            node.set_attr("split_dim", node.attr("axis", 0))
+            node.set_attr("num_split", node.num_outputs)
+            sizes = node.attr("split")
+            if sizes is None and len(node.inputs) > 1:
+                sizes = self.const_ints(scope, node.inputs[1])
+                if sizes is not None:  # folded into the attr: the sizes input goes, as for GE's SplitVD
+                    del node.inputs[1:]
+                    del node.input_desc[1:]
+            if sizes is not None:
+                node.type = "SplitVD"
+                node.set_attr("size_splits", [int(x) for x in sizes])
+        elif op_type == "Softmax":
+            default = -1 if self.default_opset() >= 13 else 1
+            node.set_attr("axes", [int(node.attr("axis", default))])
+        elif op_type == "Gemm":
+            node.set_attr("transpose_x1", bool(node.attr("transA", 0)))
+            node.set_attr("transpose_x2", bool(node.attr("transB", 0)))
+        elif op_type == "Cast" and "to" in node.attrs:
+            number = GE_DATATYPE_NUMBER.get(ge_dtype(node.attr("to")))
+            if number is not None:
+                node.set_attr("dst_type", number)
 
     def constant_value(self, node: Node) -> None:
         """ONNX ``Constant``'s value attr variants → GE ``Const`` attr ``value`` (a TensorDef)."""
