@@ -30,6 +30,7 @@ tests: empty RW caches, no symbol table).
 
 from __future__ import annotations
 
+import gc
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ OPT_INIT = "anchorlog.tensor_move.init"
 INIT_MODES = ("full", "rw", "symbols", "none")
 
 TM_DL = Path(__file__).resolve().parent.parent / "queries" / "tensor_move.dl"
+TM_TRACE_DL = TM_DL.with_name("tm_trace.dl")  # the traceback part alone (what the pass consumes)
 
 MULTI_BRANCH = frozenset(OP_CLASSES["multi_branch_control_flow"])
 DATA_TYPES = frozenset(OP_CLASSES["data"])
@@ -757,15 +759,14 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
 
     max_pass = max(1, len(graph.nodes)) * _MAX_PASS_MULTIPLE
     passed = 0
-    repass: list[str] = []
+    repass: dict[str, None] = {}  # ordered set: neighbours of deleted nodes to visit again
     while True:
         while queue and passed < max_pass:
             n = queue.popleft()
             queued.discard(n)
             if n in deleted or n not in graph.nodes:
                 continue
-            if n in repass:
-                repass.remove(n)
+            repass.pop(n, None)
             seen.add(n)
             node = graph.nodes[n]
             # only a TensorMove visit edits this graph: other nodes' out-nodes are the same after the visit
@@ -779,7 +780,7 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
                         and (r in seen or all(p in seen for p in in_nodes(graph, r)))
                         and r not in repass
                     ):
-                        repass.append(r)
+                        repass[r] = None
             elif node.subgraph_names:
                 for sub in model.subgraphs_of(node):
                     run_gepass(model, sub, visit, depth + 1)
@@ -800,7 +801,7 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
         if repass:
             for r in repass:
                 push(r)
-            repass = []
+            repass = {}
             continue
         if not queue or passed >= max_pass:
             break
@@ -917,7 +918,8 @@ def derive_facts(
     default a slim one holding only :data:`TM_RELATIONS`. ``outputs``: the relations wanted."""
     from anchorlog.queries import Program
 
-    prog = Program.from_file(TM_DL)
+    only_trace = set(outputs) <= set(PASS_OUTPUTS)
+    prog = Program.from_file(TM_TRACE_DL if only_trace else TM_DL)
     source = db if db is not None else tm_fact_db(model)
     res = prog.run(source, engine=engine, outputs=list(outputs))
     return {r: res.rows(r) for r in outputs}
@@ -955,6 +957,22 @@ def _validate_reuse_options(options: dict[str, str]) -> None:
 
 
 def run_tensor_move_delete(
+    model: Model, options: dict[str, str], *, use_rules: bool = True, engine: str = "sqlite"
+) -> dict[str, Any]:
+    """Run the pass; returns the report section (also used by the notebook, the benchmark and ``explain``).
+
+    The cyclic garbage collector is paused meanwhile: a large model is millions of small objects that would be
+    rescanned again and again while the pass allocates its short-lived look-ups (nothing here makes cycles)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_tensor_move_delete(model, options, use_rules=use_rules, engine=engine)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run_tensor_move_delete(
     model: Model, options: dict[str, str], *, use_rules: bool = True, engine: str = "sqlite"
 ) -> dict[str, Any]:
     """Run the pass; returns the report section (also used by the notebook, the benchmark and ``explain``)."""
