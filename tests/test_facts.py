@@ -515,3 +515,19 @@ def test_rule_engine_reads_every_relation_by_name(engine):
     res = Program.from_text("\n".join(decls + rules)).run(db, engine=engine)
     for rel in RELATIONS:
         assert sorted(res.rows(f"q_{rel}"), key=repr) == sorted(db.rows(rel), key=repr), rel
+
+
+def test_restricted_relations():
+    m = if_model()
+    full = FactDB.from_model(m)
+    db = FactDB.from_model(m, relations=["node", "data_edge", "parent_in", "op_class"])
+    for rel in RELATIONS:
+        if rel in ("node", "data_edge", "parent_in", "op_class"):
+            assert db.rows(rel) == full.rows(rel), rel
+        else:
+            assert db.count(rel) == 0, rel
+    m.graph("then").remove_node("t_relu")
+    db.refresh_graph("then", m)  # keeps the restriction
+    assert db.count("node_attr") == 0 and db.count("node") == full.count("node") - 1
+    with pytest.raises(AnchorlogError):
+        FactDB.from_model(m, relations=["nodes"])

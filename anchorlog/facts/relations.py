@@ -483,17 +483,29 @@ def empty_tables() -> Tables:
 
 
 def _graph_rows(
-    index: _ModelIndex, graph: Graph, model_name: str, qual: dict[str, str], t: Tables, *, is_root: bool
+    index: _ModelIndex,
+    graph: Graph,
+    model_name: str,
+    qual: dict[str, str],
+    t: Tables,
+    *,
+    is_root: bool,
+    want: frozenset[str] = frozenset(RELATIONS),
 ) -> None:
-    """Append every row owned by ``graph`` (all relations but op_class) to ``t``."""
+    """Append the rows owned by ``graph`` to ``t``, for the relations in ``want`` (op_class is not per graph)."""
     gq = qual.get(graph.name, graph.name)
     own = index.owner.get(graph.name)
-    if own is not None:
-        pg, pn, _ = own
-        t["graph"].append((gq, model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
-    else:
-        t["graph"].append((gq, model_name, "", "", 1 if is_root else 0))
+    if "graph" in want:
+        if own is not None:
+            pg, pn, _ = own
+            t["graph"].append((gq, model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
+        else:
+            t["graph"].append((gq, model_name, "", "", 1 if is_root else 0))
 
+    w_node, w_prop, w_attr = "node" in want, "node_prop" in want, "node_attr" in want
+    w_de, w_ce, w_in, w_out = "data_edge" in want, "ctrl_edge" in want, "in_anchor" in want, "out_anchor" in want
+    w_tattr, w_ref, w_sub = "tensor_attr" in want, "ref_io" in want, "subgraph" in want
+    w_parent = own is not None and ("parent_in" in want or "parent_out" in want)
     node_rows = t["node"]
     prop_rows = t["node_prop"]
     attr_rows = t["node_attr"]
@@ -506,84 +518,95 @@ def _graph_rows(
     ref_rows = t["ref_io"]
     pin_rows = t["parent_in"]
     pout_rows = t["parent_out"]
-    is_netoutput_parent = own is not None
 
     for pos, node in enumerate(graph.nodes.values()):
         name = node.name
-        node_rows.append((gq, name, node.type))
+        if w_node:
+            node_rows.append((gq, name, node.type))
         n_in = node.num_inputs
         n_out = node.num_outputs
-        prop_rows.append(
-            (
-                gq,
-                name,
-                pos,
-                -1 if node.id is None else node.id,
-                -1 if node.stream_id is None else node.stream_id,
-                n_in,
-                n_out,
+        if w_prop:
+            prop_rows.append(
+                (
+                    gq,
+                    name,
+                    pos,
+                    -1 if node.id is None else node.id,
+                    -1 if node.stream_id is None else node.stream_id,
+                    n_in,
+                    n_out,
+                )
             )
-        )
-        for key, a in node.attrs.items():
-            kind, value = attr_fact_value(a)
-            attr_rows.append((gq, name, key, kind, value))
+        if w_attr:
+            for key, a in node.attrs.items():
+                kind, value = attr_fact_value(a)
+                attr_rows.append((gq, name, key, kind, value))
         inputs = node.inputs
-        n_inputs = len(inputs)
-        for i, src in enumerate(inputs):
-            if src is not None:
-                de_rows.append((gq, src[0], src[1], name, i))
-        for c in node.ctrl_inputs:
-            ce_rows.append((gq, c, name))
+        if w_de:
+            for i, src in enumerate(inputs):
+                if src is not None:
+                    de_rows.append((gq, src[0], src[1], name, i))
+        if w_ce:
+            for c in node.ctrl_inputs:
+                ce_rows.append((gq, c, name))
         in_desc = node.input_desc
-        n_desc = len(in_desc)
-        for i in range(n_in):
-            connected = 1 if i < n_inputs and inputs[i] is not None else 0
-            if i < n_desc:
-                td = in_desc[i]
+        if w_in:
+            n_inputs = len(inputs)
+            n_desc = len(in_desc)
+            for i in range(n_in):
+                connected = 1 if i < n_inputs and inputs[i] is not None else 0
+                if i < n_desc:
+                    td = in_desc[i]
+                    shape = _shape_json(td.shape)
+                    oshape_attr = td.attrs.get("origin_shape")
+                    oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
+                    ofmt_attr = td.attrs.get("origin_format")
+                    ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
+                    in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
+                else:
+                    in_rows.append((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
+        if w_out:
+            for i, td in enumerate(node.output_desc):
                 shape = _shape_json(td.shape)
                 oshape_attr = td.attrs.get("origin_shape")
                 oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
                 ofmt_attr = td.attrs.get("origin_format")
                 ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
-                in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
+                out_rows.append(
+                    (
+                        gq,
+                        name,
+                        i,
+                        td.dtype,
+                        td.layout,
+                        shape,
+                        ofmt,
+                        oshape,
+                        td.size,
+                        1 if td.reuse_input else 0,
+                        td.reuse_input_index,
+                        td.name,
+                    )
+                )
+        if w_tattr:
+            for i, td in enumerate(in_desc):
                 for key, a in td.attrs.items():
                     kind, value = attr_fact_value(a)
                     tattr_rows.append((gq, name, "in", i, key, kind, value))
-            else:
-                in_rows.append((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
-        for i, td in enumerate(node.output_desc):
-            shape = _shape_json(td.shape)
-            oshape_attr = td.attrs.get("origin_shape")
-            oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
-            ofmt_attr = td.attrs.get("origin_format")
-            ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
-            out_rows.append(
-                (
-                    gq,
-                    name,
-                    i,
-                    td.dtype,
-                    td.layout,
-                    shape,
-                    ofmt,
-                    oshape,
-                    td.size,
-                    1 if td.reuse_input else 0,
-                    td.reuse_input_index,
-                    td.name,
-                )
-            )
-            for key, a in td.attrs.items():
-                kind, value = attr_fact_value(a)
-                tattr_rows.append((gq, name, "out", i, key, kind, value))
-        for i in range(n_out):
-            r = ref_from_input(index, graph, node, i)
-            if r is not None:
-                ref_rows.append((gq, name, i, r))
-        for i, s in enumerate(node.subgraph_names):
-            if s:
-                sub_rows.append((gq, name, i, qual.get(s, s)))
-        if is_netoutput_parent:
+            for i, td in enumerate(node.output_desc):
+                for key, a in td.attrs.items():
+                    kind, value = attr_fact_value(a)
+                    tattr_rows.append((gq, name, "out", i, key, kind, value))
+        if w_ref:
+            for i in range(n_out):
+                r = ref_from_input(index, graph, node, i)
+                if r is not None:
+                    ref_rows.append((gq, name, i, r))
+        if w_sub:
+            for i, s in enumerate(node.subgraph_names):
+                if s:
+                    sub_rows.append((gq, name, i, qual.get(s, s)))
+        if w_parent:
             pg, pn, _ = own  # type: ignore[misc]
             pgq = qual.get(pg.name, pg.name)
             k = _attr_int(node, PARENT_NODE_INDEX)
@@ -594,6 +617,10 @@ def _graph_rows(
                     k = _attr_int(td, PARENT_NODE_INDEX)
                     if k is not None:
                         pout_rows.append((gq, name, i, pgq, pn.name, k))
+    if "parent_in" not in want:
+        pin_rows.clear()
+    if "parent_out" not in want:
+        pout_rows.clear()
 
 
 def _scalar_text(v: Any) -> str:
@@ -608,26 +635,39 @@ def tables_from_model(
     *,
     graph_names: dict[str, str] | None = None,
     graphs: Iterable[str] | None = None,
+    relations: Iterable[str] | None = None,
     include_op_class: bool = True,
 ) -> Tables:
     """Every relation of :data:`SCHEMA` for ``model``: ``{relation: [row tuples in column order]}``.
 
     ``model_name`` fills ``graph.model`` (default ``model.name`` or ``"model"``); ``graph_names`` maps IR graph
     names to the names used in the facts (for qualified names in a shared database); ``graphs`` restricts the
-    derivation to those IR graphs (rows owned by them: see :data:`GRAPH_COLUMN`).
+    derivation to those IR graphs (rows owned by them: see :data:`GRAPH_COLUMN`); ``relations`` to those
+    relations (the others come back empty; a pass reading a few relations of a huge model saves time).
     """
     name = model_name if model_name is not None else (model.name or "model")
     qual = graph_names or {}
+    want = _wanted(relations)
     index = _ModelIndex(model)
     t = empty_tables()
     only = set(graphs) if graphs is not None else None
     for gi, g in enumerate(model.graphs):
         if only is not None and g.name not in only:
             continue
-        _graph_rows(index, g, name, qual, t, is_root=(gi == 0))
-    if include_op_class:
+        _graph_rows(index, g, name, qual, t, is_root=(gi == 0), want=want)
+    if include_op_class and "op_class" in want:
         t["op_class"] = list(OP_CLASS_ROWS)
     return t
+
+
+def _wanted(relations: Iterable[str] | None) -> frozenset[str]:
+    if relations is None:
+        return frozenset(RELATIONS)
+    want = frozenset(relations)
+    unknown = sorted(want - set(RELATIONS))
+    if unknown:
+        raise AnchorlogError(f"unknown relation {unknown[0]!r} (known: {', '.join(RELATIONS)})")
+    return want
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -657,6 +697,8 @@ class FactDB:
         self.db: sqlite_utils.Database = sqlite_utils.Database(self.conn)
         # model name -> {IR graph name: fact graph name}
         self.models: dict[str, dict[str, str]] = {}
+        # model name -> relations derived for it (all unless add_model was told otherwise)
+        self._model_relations: dict[str, frozenset[str]] = {}
         self._indexed = False
         self._speed_pragmas()
         self._create_tables()
@@ -664,13 +706,21 @@ class FactDB:
 
     # -- construction ----------------------------------------------------------------------------------------
     @classmethod
-    def from_model(cls, model: Model, path: str | os.PathLike[str] = ":memory:", name: str | None = None) -> FactDB:
-        """A new database holding ``model`` (a file at ``path`` is overwritten)."""
+    def from_model(
+        cls,
+        model: Model,
+        path: str | os.PathLike[str] = ":memory:",
+        name: str | None = None,
+        *,
+        relations: Iterable[str] | None = None,
+    ) -> FactDB:
+        """A new database holding ``model`` (a file at ``path`` is overwritten). ``relations``: derive only
+        these (every table exists; the others stay empty)."""
         p = str(path)
         if p != ":memory:" and os.path.exists(p):
             os.remove(p)
         db = cls(p)
-        db.add_model(model, name=name)
+        db.add_model(model, name=name, relations=relations)
         return db
 
     def _speed_pragmas(self) -> None:
@@ -732,12 +782,15 @@ class FactDB:
             raise AnchorlogError(f"graph name {clash[0]!r} already in the fact database", model_name)
         return qual
 
-    def add_model(self, model: Model, name: str | None = None) -> str:
-        """Add ``model``'s facts; returns the model name used (made unique within the database)."""
+    def add_model(self, model: Model, name: str | None = None, *, relations: Iterable[str] | None = None) -> str:
+        """Add ``model``'s facts; returns the model name used (made unique within the database).
+        ``relations``: derive only these (remembered for :meth:`replace_model` / :meth:`refresh_graph`)."""
         mname = self._unique_model_name(name if name is not None else (model.name or "model"))
         qual = self.fact_graph_names(model, mname)
-        tables = tables_from_model(model, mname, graph_names=qual, include_op_class=False)
+        want = _wanted(relations)
+        tables = tables_from_model(model, mname, graph_names=qual, relations=want, include_op_class=False)
         self.models[mname] = qual
+        self._model_relations[mname] = want
         self._insert(tables)
         self.create_indexes()
         return mname
@@ -753,7 +806,10 @@ class FactDB:
             if g.name not in qual:
                 qual[g.name] = self._fact_name(mname, g.name)
         self.models[mname] = {g.name: qual[g.name] for g in model.graphs}
-        self._insert(tables_from_model(model, mname, graph_names=self.models[mname], include_op_class=False))
+        want = self._model_relations.get(mname)
+        self._insert(
+            tables_from_model(model, mname, graph_names=self.models[mname], relations=want, include_op_class=False)
+        )
         self.conn.commit()
         return mname
 
@@ -773,7 +829,10 @@ class FactDB:
         if gname not in qual:
             qual[gname] = self._fact_name(mname, gname)
         self._delete_graphs([qual[gname]])
-        self._insert(tables_from_model(model, mname, graph_names=qual, graphs=[gname], include_op_class=False))
+        want = self._model_relations.get(mname)
+        self._insert(
+            tables_from_model(model, mname, graph_names=qual, graphs=[gname], relations=want, include_op_class=False)
+        )
         self.conn.commit()
 
     def _fact_name(self, mname: str, gname: str) -> str:
