@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorlog.analysis.registry import PassContext, register
-from anchorlog.analysis.rw_conflict import io_name_rows
+from anchorlog.analysis.rw_conflict import io_name_rows, no_gc
 from anchorlog.analysis.symbols import topo_nodes
 from anchorlog.facts.graph import Model
 
@@ -196,7 +196,8 @@ def _in_order(names: list[str], keep: set[str]) -> list[str]:
 @register("graph-lint")
 def run(model: Model, ctx: PassContext) -> dict:
     """GraphLint: W18888 when a writer of a shared output is unordered with another writer or a reader."""
-    result = verify(model, engine=ctx.engine)
+    with no_gc():
+        result = verify(model, engine=ctx.engine)
     if result["first"] is not None:
         ctx.report.setdefault("lint", []).append(result["first"])
     section: dict[str, Any] = {

@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from anchorlog.analysis.registry import PASSES, PassContext, load_all, register, register_pipeline
+from anchorlog.analysis.rw_conflict import no_gc
 from anchorlog.facts.graph import Model
 
 MEM_CONFLICT = ("rw-conflict", "layout-conflict")
@@ -87,10 +88,11 @@ def available(names: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]
 def run_o3(model: Model, ctx: PassContext) -> dict:
     """The standard pipeline: every memory pass in scope in GE's compile order (unregistered ones skipped)."""
     ok, missing = available(list(O3_ORDER))
-    for name in ok:
-        ctx.progress(f"pass {name}")
-        section = PASSES[name].fn(model, ctx)  # type: ignore[misc]
-        ctx.report["passes"].append({"pass": name, **(section or {})})
+    with no_gc():
+        for name in ok:
+            ctx.progress(f"pass {name}")
+            section = PASSES[name].fn(model, ctx)  # type: ignore[misc]
+            ctx.report["passes"].append({"pass": name, **(section or {})})
     out: dict[str, Any] = {"pipeline": list(O3_ORDER), "ran": ok}
     if missing:
         out["not_available"] = missing
