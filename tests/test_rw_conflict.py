@@ -483,3 +483,18 @@ def test_rules_agree_with_python_on_wrappers() -> None:
     sub.output("ar", 0)
     sub.output("s1", 1)
     _py_vs_rules(b.build())
+
+
+def test_explain_anchor_and_identity() -> None:
+    from anchorlog.analysis.rw_conflict import explain
+
+    b = GraphBuilder("g")
+    b.chain("c:Const", "ar:HcomAllReduce")
+    b.attr("ar", "_input_mutable", True)
+    b.chain("d:Data", "a:ReLU", "id:Identity", "r:ReLU")
+    m = b.build()
+    text = explain(m, "c", options={}, anchor=("c", 0))
+    assert "kReadOnlyConst" in text and "kScopeWriteable" in text and "INSERT_IDENTITY" in text
+    assert "Identities inserted after it: c_Identity" in text
+    text2 = explain(m, "id", options={})
+    assert "RemoveNoUseIdentity" in text2 and "removed" in text2

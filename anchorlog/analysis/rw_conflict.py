@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anchorlog.analysis.explainers import register_explainer
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.analysis.symbols import all_nodes, out_anchor_count
 from anchorlog.errors import PassFailure
@@ -824,3 +825,76 @@ def rw_types_datalog(model: Model, db: Any = None, *, engine: str = "sqlite") ->
         db = FactDB.from_model(model)
     prog = Program.from_file(RW_TYPES_DL)
     return prog.run(db, engine=engine, extra={"io_name": io_name_rows(model)})
+
+
+# ---------------------------------------------------------------------------------------------------- explain
+def _explain_output(rw: RWTypes, graph: Graph, node: Node, out: int) -> list[str]:
+    lines: list[str] = []
+    out_t, why = rw.output_type(graph, node, out, use_cache=True)
+    cons = graph.consumers(node.name, out)
+    lines.append(f"{node.name}:{out} ({node.type}) output type {out_t}: {why}; {len(cons)} consumer edge(s)")
+    skip = need_check_skip_identity(rw, graph, node, out, out_t)
+    if skip:
+        lines.append("  the last edge may keep the buffer if every edge is a scope-write input of one node")
+    for c, k in cons:
+        cn = graph.nodes[c]
+        if _bool(cn, "_skip_rw_conflict"):
+            lines.append(f"  -> {c}:{k}: skipped (_skip_rw_conflict, handled by hccl-memcpy)")
+            continue
+        in_t, in_why = rw.input_type(graph, cn, k, use_cache=True)
+        lines.append(f"  -> {c}:{k} ({cn.type}) input type {in_t}: {in_why}; matrix -> {conflict_result(out_t, in_t)}")
+    return lines
+
+
+@register_explainer("rw-conflict", node_types=("Identity", "ReadVariableOp"), anchors=True)
+def explain(model: Model, name: str, *, options: dict[str, str], anchor: tuple[str, int] | None = None) -> str:
+    """Why rw-conflict inserts (or not) an Identity after ``NODE:OUT``, or what it does to an Identity."""
+    rw = RWTypes(model)
+    rw.reinit()
+    rw.mark_ref_relations()
+    lines: list[str] = []
+    try:
+        rw.mark_all_subgraphs()
+    except PassFailure as err:
+        lines.append(f"subgraph marking failed (GE only warns and stops the RW pass): {err}")
+    hit = rw.locate(anchor[0] if anchor else name)
+    if hit is None:
+        raise PassFailure(f"no node {anchor[0] if anchor else name!r}")
+    graph, node = hit
+    if anchor is not None:
+        lines += _explain_output(rw, graph, node, anchor[1])
+    else:
+        src = node.inputs[0] if node.inputs and node.inputs[0] is not None else None
+        lines.append(
+            f"{node.name} ({node.type}) in graph {graph.name}, fed by {src[0]}:{src[1]}"
+            if src
+            else f"{node.name} has no producer"
+        )
+        lines += _explain_output(rw, graph, node, 0)
+        cons = graph.consumers(node.name, 0)
+        if src is not None and src[0] in graph.nodes:
+            p_t, p_why = rw.output_type(graph, graph.nodes[src[0]], src[1], use_cache=True)
+            lines.append(f"producer {src[0]}:{src[1]} output type {p_t}: {p_why}")
+            if len(cons) > 1:
+                lines.append("several consumers: SplitIdentity keeps a copy only for writing inputs")
+            elif cons:
+                c, k = cons[0]
+                c_t, _ = rw.input_type(graph, graph.nodes[c], k, use_cache=True)
+                lines.append(
+                    f"RemoveNoUseIdentity: matrix({p_t}, {c_t}) = {conflict_result(p_t, c_t)} "
+                    "(removed when DO_NOTHING unless next to a subgraph, before a StreamMerge or guarding an Assign)"
+                )
+    before = {n.name for n in model.all_nodes()}
+    try:
+        handle_memory_rw_conflict(model)
+    except PassFailure as err:
+        lines.append(f"pass stopped with a warning: {err}")
+        return "\n".join(lines)
+    after = model.find_node(node.name)
+    if anchor is None:
+        lines.append("result: " + ("kept" if after is not None else "removed (split/removal, see above)"))
+    new = sorted({n.name for n in model.all_nodes()} - before)
+    subject = anchor[0] if anchor else node.name
+    mine = [n for n in new if any(a is not None and a[0] == subject for a in model.find_node(n).inputs)]
+    lines.append("Identities inserted after it: " + (", ".join(mine) if mine else "none"))
+    return "\n".join(lines)
