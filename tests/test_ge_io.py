@@ -397,3 +397,44 @@ def test_read_any_imports_onnx(tmp_path):
     onnx.save(helper.make_model(graph), str(path))
     model = ge_io.read_any(path)
     assert model.num_nodes() >= 1
+
+
+TRICKY_STRINGS = [
+    "a: b",
+    "ends with colon: ",
+    'quote " inside',
+    "brace {",
+    "}",
+    "line\nbreak",
+    "tab\there",
+    "\x01",
+    "ends in marker\x01",
+    "ends in marker\x02",
+    "x\x00",
+    "é ü 中文",
+    "back\\slash",
+    "[1, 2]",
+    ', "k", 1',
+    "",
+]
+
+
+def test_fast_path_keeps_tricky_strings():
+    g = Graph("g")
+    for i, value in enumerate(TRICKY_STRINGS):
+        n = Node(f"n{i}: {value[:3]}", "T")
+        n.set_attr("s", value)
+        n.set_attr("l", [value, "x"])
+        n.set_attr("bt", value.encode() + b"\xff", kind="bt")
+        n.output_desc.append(TensorDesc(dtype="DT_INT8", shape=[1], layout=value))
+        g.add_node(n)
+    model = Model("m", [g])
+    text = ge_io.model_to_text(model)
+    fast = ge_io._fast_tree(text)
+    assert fast is not None
+    via_fast = ge_io._model_from_tree(fast)
+    assert canon(via_fast) == canon(ge_io._model_from_tree(ge_io.parse_text_tree(text)))
+    for n, back in zip(model.root.nodes.values(), via_fast.root.nodes.values()):
+        assert back.name == n.name
+        assert canon(back.attrs) == canon(n.attrs)
+        assert canon(back.output_desc) == canon(n.output_desc)

@@ -16,7 +16,8 @@ kept in ``extra`` (text: ``(name, value)`` generic trees; binary: ``("#wire", ra
 Generic tree: a message is a flat list ``[name1, value1, name2, value2, ...]`` in read order; a value is a
 nested list (message), ``str`` (a string literal), ``int``, ``float``, a ``str`` ending in ``"\x01"`` (a bare
 identifier such as an enum name or ``true``; the marker is stripped to get the name), or a byte string:
-``bytes`` or ``{"b": latin-1 text}`` (used for literals that are not UTF-8 or end in ``\x01``).
+``bytes`` or a ``str`` ending in ``"\x02"`` holding latin-1 text (used for literals that are not UTF-8 or
+that end in a marker character).
 
 Proto3 semantics are followed: a scalar field that is absent reads as its zero value (an op without ``id``
 has id 0) and zero values are not written.
@@ -24,6 +25,7 @@ has id 0) and zero values are not written.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -352,7 +354,7 @@ class _Parser:
                 except UnicodeDecodeError:
                     return value
             # A string ending in the identifier marker travels as bytes so it cannot be taken for one.
-            return value.encode("utf-8", "surrogateescape") if value.endswith("\x01") else value
+            return value.encode("utf-8", "surrogateescape") if value[-1:] in ("\x01", "\x02") else value
         if kind == "num":
             self.i += 1
             try:
@@ -373,52 +375,85 @@ def parse_text_tree(text: str) -> list:
 # ----------------------------------------------------------------------------------------------------------
 # Text fast path: printer-shaped dumps -> JSON -> generic tree
 # ----------------------------------------------------------------------------------------------------------
-# Valid when every line is `key: value`, `key {` or `}` (protobuf's printer layout). The passes only ever
-# touch text at a line start, right after a key, or a whole string literal, so string contents stay intact;
-# any input that is not shaped like that produces invalid JSON and falls back to the general parser.
+# Turns a dump laid out as protobuf's printer writes it (every line `key: value`, `key {` or `}`) into JSON
+# with a few C-level passes: each key line becomes `,"key",value` or `,"key",[`, `}` becomes `]`, bare
+# identifiers become strings marked with a trailing \x01, and the few lines holding escapes are re-encoded
+# one by one. The passes only touch a line start, the text right after a key, or a line ending, so string
+# contents stay intact. Input laid out any other way (several fields on a line, comments, `<>`, `[...]`
+# lists, ...) makes invalid JSON or is caught explicitly, and goes to the general parser.
+# Python 3.11's re.sub expands a group-referencing template in Python for every match, so the passes use
+# literal replacements (expanded in C) and lookaheads; only identifier lines go through a callback.
 _FAST_LINE_START = re.compile(r"\n[ ]*")
-_FAST_IDENT = re.compile(r'",(-?[A-Za-z_][A-Za-z0-9_]*)(?=\n)')
-_FAST_SCALAR_KEY = re.compile(r'(\n,"[A-Za-z_][A-Za-z0-9_]*): (?=[^"])')
-_FAST_ODD_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*(?:\\[^"\\nrt]|[\x00-\x09\x0b-\x1f\x7f])(?:[^"\\\n]|\\.)*"(?=\n)')
-_FAST_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+_FAST_SCALAR_SEP = re.compile(r': (?=[^"\n]*\n)')  # `key: 12` / `key: NAME` (the rest of the line has no quote)
+_FAST_IDENT = re.compile(r'",(-?[A-Za-z_][A-Za-z0-9_]*)\n')
 _FAST_LIST_SYNTAX = re.compile(r'",\[[^\n]')
+_FAST_ESCAPED_LINE = re.compile(r'([ ]*[A-Za-z_][A-Za-z0-9_]*: )"((?:[^"\\\n]|\\.)*)"')
+_IDENT_JSON: dict[str, str] = {}
 
 
-def _json_string(m: re.Match) -> str:
-    value = unescape(m.group()[1:-1])
-    if isinstance(value, bytes) or value.endswith("\x01"):
+def _ident_json(m: re.Match) -> str:
+    name = m.group(1)
+    out = _IDENT_JSON.get(name)
+    if out is None:
+        out = _IDENT_JSON[name] = '","' + name + '\\u0001"\n'
+    return out
+
+
+def _json_string_value(value: str | bytes) -> str:
+    """A JSON string for a decoded literal; byte strings (and strings ending in a marker) as latin-1 text
+    marked with a trailing \x02."""
+    if isinstance(value, bytes) or value[-1:] in ("\x01", "\x02"):
         raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
-        # Carried as {"b": latin-1 text}; the builder turns it back into bytes.
-        return '{"b":' + json.dumps(raw.decode("latin-1")) + "}"
+        return json.dumps(raw.decode("latin-1") + "\x02")
     return json.dumps(value)
+
+
+def _reencode_escaped_lines(text: str) -> str | None:
+    """Lines holding a backslash (escaped string values) with the literal rewritten as a JSON string."""
+    parts: list[str] = []
+    last = 0
+    pos = text.find("\\")
+    while pos >= 0:
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        if end < 0:
+            end = len(text)
+        m = _FAST_ESCAPED_LINE.fullmatch(text, start, end)
+        if m is None:
+            return None
+        try:
+            value = unescape(m.group(2))
+        except ValueError:
+            return None
+        parts.append(text[last:start])
+        parts.append(m.group(1) + _json_string_value(value))
+        last = end
+        pos = text.find("\\", end)
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _fast_tree(text: str) -> list | None:
     """The generic tree of a printer-shaped dump, or None when the text is not shaped like one."""
-    if "\r" in text or "\t" in text or ": {\n" in text or "\n\n" in text:
-        return None
-    if "#" in text and re.search(r"^[ ]*#", text, re.M):
-        return None
-    if not text.endswith("\n"):
-        text += "\n"
-    # Strings with escapes JSON does not share (octal bytes, \' ...) are re-encoded as JSON strings first.
-    if "\\" in text or _FAST_CONTROL.search(text):
-        text = _FAST_ODD_STRING.sub(_json_string, text)
-    body = _FAST_LINE_START.sub('\n,"', "\n" + text)
+    if "\\" in text:
+        text = _reencode_escaped_lines(text)  # type: ignore[assignment]
+        if text is None:
+            return None
+    body = _FAST_LINE_START.sub('\n,"', "\n" + text)  # every line now starts with `,"`
+    if not body.endswith('\n,"'):
+        body += '\n,"'
+    # A string value ending in ": " would look like a separator: escape that space first (JSON \u0020).
+    body = body.replace(': "\n', ':\\u0020"\n')
     body = body.replace(',"}', "]").replace(" {\n", '",[\n').replace(': "', '","')
-    body = _FAST_SCALAR_KEY.sub(r'\1",', body)
+    body = _FAST_SCALAR_SEP.sub('",', body)
     if _FAST_LIST_SYNTAX.search(body):
         return None  # `key: [a, b]` lists: the general parser handles them
-    body = _FAST_IDENT.sub(r'","\1\\u0001"', body)
-    body = body.replace("[\n,", "[\n")
-    if body.endswith('\n,"'):
-        body = body[:-3]
-    body = "[" + body[2:] + "]"
+    body = _FAST_IDENT.sub(_ident_json, body)
+    body = "[" + body[2:-3].replace("[\n,", "[\n") + "]"
     try:
-        tree = json.loads(body)
+        return json.loads(body)
     except (ValueError, RecursionError):
         return None
-    return tree
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -435,7 +470,7 @@ def _pairs(t: list):
 
 def _ident(v: Any) -> str | None:
     """The name of a bare identifier value, None for anything else."""
-    if type(v) is str and v.endswith("\x01"):
+    if type(v) is str and v[-1:] == "\x01":
         return v[:-1]
     return None
 
@@ -443,24 +478,29 @@ def _ident(v: Any) -> str | None:
 def _bytes_value(v: Any) -> bytes | None:
     if isinstance(v, bytes):
         return v
-    if type(v) is dict and "b" in v:
-        return v["b"].encode("latin-1")
+    if type(v) is str and v[-1:] == "\x02":
+        return v[:-1].encode("latin-1")
     return None
 
 
 def _as_str(v: Any, field: str) -> str:
-    if type(v) is str and not v.endswith("\x01"):
-        return v
-    raw = _bytes_value(v)
-    if raw is not None:
-        return raw.decode("utf-8", "surrogateescape")
+    if type(v) is str:
+        tail = v[-1:]
+        if tail != "\x01" and tail != "\x02":  # a plain string (the common case)
+            return v
+        if tail == "\x02":
+            return v[:-1].encode("latin-1").decode("utf-8", "surrogateescape")
+    elif isinstance(v, bytes):
+        return v.decode("utf-8", "surrogateescape")
     raise _TreeError(f"field {field!r} expects a string, found {_show(v)}")
 
 
 def _as_bytes_or_str(v: Any, field: str) -> str | bytes:
     """A proto ``bytes`` value: str when UTF-8, else bytes."""
-    if type(v) is str and not v.endswith("\x01"):
-        return v
+    if type(v) is str:
+        tail = v[-1:]
+        if tail != "\x01" and tail != "\x02":
+            return v
     raw = _bytes_value(v)
     if raw is not None:
         try:
@@ -473,8 +513,6 @@ def _as_bytes_or_str(v: Any, field: str) -> str | bytes:
 def _as_int(v: Any, field: str) -> int:
     if type(v) is int:
         return v
-    if isinstance(v, bool):
-        return int(v)
     raise _TreeError(f"field {field!r} expects an integer, found {_show(v)}")
 
 
@@ -557,9 +595,22 @@ def _store_other(other: dict[str, Any], spec: tuple[int, str], name: str, v: Any
 
 
 def _attr_entry(t: list, field: str) -> tuple[str, Attr]:
+    # Fast path: `attr { key: "k" value { <kind>: <scalar> } }` as every printer writes it.
+    if type(t) is list and len(t) == 4 and t[0] == "key" and t[2] == "value":
+        key = t[1]
+        value = t[3]
+        if type(key) is str and key[-1:] > "\x02" and type(value) is list:
+            if len(value) == 2:
+                kind = value[0]
+                v = value[1]
+                tv = type(v)
+                if kind == "i" and tv is int or kind == "s" and tv is str and v[-1:] > "\x02":
+                    return key, Attr(kind, v)
+            return key, _attr_from_tree(value)
     key = ""
     attr: Attr | None = None
-    for k, v in _pairs(_as_msg(t, field)):
+    it = iter(_as_msg(t, field))
+    for k, v in zip(it, it):
         if k == "key":
             key = _as_str(v, "key")
         elif k == "value":
@@ -637,7 +688,38 @@ _LIST_CONV = {
 }
 
 
+_FAST_LIST_TYPES = {"i": int, "s": str}
+
+
 def _list_from_tree(t: list) -> AttrList:
+    # Fast path: one element kind (ints or plain strings), optionally followed by val_type.
+    n = len(t)
+    if n >= 2:
+        body = t
+        val_type: int | None = None
+        if t[-2] == "val_type":
+            vt = t[-1]
+            if type(vt) is str and vt[-1:] == "\x01" and vt[:-1] in VAL_TYPE_NUM:
+                val_type = VAL_TYPE_NUM[vt[:-1]] or None
+                body = t[:-2]
+            else:
+                body = None  # type: ignore[assignment]
+        if body is not None and body:
+            keys = body[0::2]
+            k0 = keys[0]
+            want = _FAST_LIST_TYPES.get(k0)
+            if want is not None and keys.count(k0) == len(keys):
+                items = body[1::2]
+                if set(map(type, items)) == {want} and (
+                    want is int or not any(x[-1:] in ("\x01", "\x02") for x in items)
+                ):
+                    return AttrList(k0, items, val_type)
+        elif body is not None:
+            return AttrList(None, [], val_type)
+    return _list_from_tree_general(t)
+
+
+def _list_from_tree_general(t: list) -> AttrList:
     kind: str | None = None
     items: list[Any] = []
     other: dict[str, list[Any]] = {}
@@ -702,42 +784,62 @@ def _tensor_def_from_tree(t: list) -> TensorDef:
     return td
 
 
+def _shape_from_tree(t: Any) -> list[int]:
+    t = _as_msg(t, "shape")
+    dims = t[1::2]
+    if t[0::2].count("dim") * 2 == len(t) and set(map(type, dims)) <= _INT_ONLY:
+        return dims
+    out = []
+    it = iter(t)
+    for k, v in zip(it, it):
+        if k != "dim":
+            raise _TreeError(f"unknown field {k!r} in shape")
+        out.append(_as_int(v, "dim"))
+    return out
+
+
+_INT_ONLY = {int}
+
+
 def _tensor_desc_from_tree(t: list) -> TensorDesc:
-    td = TensorDesc(dtype="DT_UNDEFINED")
-    attrs = td.attrs
-    for k, v in _pairs(t):
+    dtype = "DT_UNDEFINED"
+    shape: list[int] | None = None
+    layout = name = ""
+    size = reuse_input_index = 0
+    reuse_input = False
+    attrs: dict[str, Attr] = {}
+    other: dict[str, Any] = {}
+    extra: list = []
+    it = iter(t)
+    for k, v in zip(it, it):
         if k == "attr":
             key, attr = _attr_entry(v, "attr")
             attrs[key] = attr
         elif k == "dtype":
-            td.dtype = _dtype_name(_as_enum(v, k, DTYPE_NUM, DATA_TYPES))
-        elif k == "shape":
-            dims = []
-            for k2, v2 in _pairs(_as_msg(v, k)):
-                if k2 != "dim":
-                    raise _TreeError(f"unknown field {k2!r} in shape")
-                dims.append(_as_int(v2, "dim"))
-            if td.shape is None:
-                td.shape = dims
+            if type(v) is str and v[-1:] == "\x01" and v[:-1] in DTYPE_NUM:
+                dtype = v[:-1]
             else:
-                td.shape.extend(dims)  # a repeated singular message merges
+                dtype = _dtype_name(_as_enum(v, k, DTYPE_NUM, DATA_TYPES))
+        elif k == "shape":
+            dims = _shape_from_tree(v)
+            shape = dims if shape is None else shape + dims  # a repeated singular message merges
         elif k == "layout":
-            td.layout = _as_str(v, k)
-        elif k == "name":
-            td.name = _as_str(v, k)
+            layout = _as_str(v, k)
         elif k == "size":
-            td.size = _as_int(v, k)
+            size = _as_int(v, k)
+        elif k == "name":
+            name = _as_str(v, k)
         elif k == "reuse_input":
-            td.reuse_input = _as_bool(v, k)
+            reuse_input = _as_bool(v, k)
         elif k == "reuse_input_index":
-            td.reuse_input_index = _as_int(v, k)
+            reuse_input_index = _as_int(v, k)
         else:
             spec = TD_OTHER.get(k)
             if spec is None:
-                td.extra.extend((k, v))
+                extra.extend((k, v))
             else:
-                _store_other(td.other, spec, k, v)
-    return td
+                _store_other(other, spec, k, v)
+    return TensorDesc(dtype, shape, layout, name, size, reuse_input, reuse_input_index, attrs, other, extra)
 
 
 def _split_input(s: str) -> tuple[str, int] | None:
@@ -1150,7 +1252,10 @@ def _generic_scalar(v: Any) -> str:
     if isinstance(v, float):
         return format_double(v)
     if isinstance(v, str):
-        return v[:-1] if v.endswith("\x01") else quote(v)
+        if v[-1:] == "\x01":
+            return v[:-1]
+        if v[-1:] != "\x02":
+            return quote(v)
     raw = _bytes_value(v)
     if raw is not None:
         return quote(raw)
@@ -1480,6 +1585,11 @@ def _encode_unknown(num: int, v: Any) -> bytes:
 
 def read_model_bytes(data: bytes, source: str = "<bytes>", *, validate: bool = True) -> Model:
     """Parse a serialized ``ge.proto.ModelDef``."""
+    with _NoGC():
+        return _read_model_bytes(data, source, validate)
+
+
+def _read_model_bytes(data: bytes, source: str, validate: bool) -> Model:
     from google.protobuf.message import DecodeError
 
     pb = _pb2()
@@ -1699,8 +1809,26 @@ def _msg_to_tree(msg) -> list:
 # ----------------------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
+class _NoGC:
+    """Pause the cyclic garbage collector while millions of acyclic containers are built: its repeated
+    full scans would otherwise cost more than the parse itself (json builds every list at once)."""
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was_enabled:
+            gc.enable()
+
+
 def read_model_text(text: str, source: str = "<text>", *, validate: bool = True) -> Model:
     """Parse a ``ge.proto.ModelDef`` in protobuf text format."""
+    with _NoGC():
+        return _read_model_text(text, source, validate)
+
+
+def _read_model_text(text: str, source: str, validate: bool) -> Model:
     tree = _fast_tree(text)
     try:
         if tree is not None:
