@@ -285,12 +285,20 @@ def test_ref_io_reference_op_by_names():
     assert got == {("g", "assign", 0, 0), ("g", "hb", 0, 1), ("g", "hb", 1, 0)}
 
 
-def test_ref_io_reference_names_from_tensor_descs_when_no_name_attrs():
+def test_ref_io_reference_names_come_only_from_the_name_attrs():
+    # GE rebuilds OpDesc name maps from _input_name_key/_output_name_key (+ _value) only: tensor desc names
+    # alone do not make a reference, and key/value lists of different lengths are ignored
     b = GraphBuilder("g")
     b.node("a:Foo", inputs=2, outputs=1, attrs={"reference": True})
     b.in_desc("a", 1, name="ref")
     b.out_desc("a", 0, name="ref")
-    assert ref_rows(b.build()) == {("g", "a", 0, 1)}
+    b.node("uneven:Foo", inputs=2, outputs=1)
+    b.ref_op("uneven", {0: 1})
+    b.attr("uneven", "_input_name_value", [0])
+    b.node("dup:Foo", inputs=2, outputs=1)
+    b.ref_op("dup", {0: 0}, input_names=["x", "x"], output_names=["x"])  # first index of a repeated name
+    b.node("dup", attrs={"_input_name_value": [1, 0]})
+    assert ref_rows(b.build()) == {("g", "dup", 0, 1)}
 
 
 def test_ref_io_reuse_input_flag_and_precedence():

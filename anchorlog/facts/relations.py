@@ -393,23 +393,26 @@ def _attr_int(holder: Any, key: str) -> int | None:
 def io_names(node: Node, io: str) -> dict[str, int]:
     """Input (``io="in"``) or output (``"out"``) names of an op -> anchor index, as GE's OpDesc knows them.
 
-    GE serialises the name maps as op attrs ``_input_name_key``/``_input_name_value`` (and the output pair);
-    when those are absent the names set on the tensor descriptors (``TensorDescriptor.name``) are used.
+    GE keeps these name maps outside the tensor descriptors and serialises them as op attrs
+    ``_input_name_key``/``_input_name_value`` (and the output pair); loading a model rebuilds the maps from
+    those attrs only (``TensorDescriptor.name`` plays no part), ignores a pair whose lists differ in length,
+    and keeps the first index of a repeated name.
     """
     key_attr, val_attr = (INPUT_NAME_KEY, INPUT_NAME_VALUE) if io == "in" else (OUTPUT_NAME_KEY, OUTPUT_NAME_VALUE)
     keys = node.attr(key_attr)
     vals = node.attr(val_attr)
     names: dict[str, int] = {}
-    if isinstance(keys, list) and isinstance(vals, list):
-        for k, v in zip(keys, vals):
-            if isinstance(k, bytes):
-                k = k.decode("utf-8", "replace")
-            names.setdefault(str(k), int(v))
+    if not isinstance(keys, list) or not keys:
         return names
-    descs = node.input_desc if io == "in" else node.output_desc
-    for i, d in enumerate(descs):
-        if d.name:
-            names.setdefault(d.name, i)
+    if not isinstance(vals, list) or len(vals) != len(keys):
+        return names
+    for k, v in zip(keys, vals):
+        if isinstance(k, bytes):
+            k = k.decode("utf-8", "replace")
+        try:
+            names.setdefault(str(k), int(v))
+        except (TypeError, ValueError):
+            continue
     return names
 
 
@@ -435,7 +438,8 @@ class _ModelIndex:
             return False
         parent_graph, parent, _ = own
         if _attr_bool(parent, IS_UNKNOWN_SHAPE):
-            if _attr_bool(parent_graph, GRAPH_UNKNOWN_FLAG) or parent_graph.name == self.root_name:
+            # the parent sits in an unknown-shape graph, or in a graph no node owns (the root)
+            if _attr_bool(parent_graph, GRAPH_UNKNOWN_FLAG) or parent_graph.name not in self.owner:
                 return False
         return True
 
