@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from anchorlog.analysis.registry import PassContext, run_passes
@@ -493,8 +495,9 @@ def test_explain_anchor_and_identity() -> None:
     b.attr("ar", "_input_mutable", True)
     b.chain("d:Data", "a:ReLU", "id:Identity", "r:ReLU")
     m = b.build()
+    fresh = copy.deepcopy(m)
     text = explain(m, "c", options={}, anchor=("c", 0))
     assert "kReadOnlyConst" in text and "kScopeWriteable" in text and "INSERT_IDENTITY" in text
     assert "Identities inserted after it: c_Identity" in text
-    text2 = explain(m, "id", options={})
+    text2 = explain(fresh, "id", options={})
     assert "RemoveNoUseIdentity" in text2 and "removed" in text2
