@@ -458,7 +458,8 @@ def ref_from_input(index: _ModelIndex, graph: Graph, node: Node, out_idx: int) -
     # 3. reference op: the output's name equals a (non-empty) input name
     if _attr_bool(node, REFERENCE):
         out_names = io_names(node, "out")
-        out_name = next((n for n, i in out_names.items() if i == out_idx), "")
+        # GE's name maps are ordered by name: with two names on one index the smaller one is "the" name
+        out_name = next((n for n, i in sorted(out_names.items()) if i == out_idx), "")
         if out_name:
             in_names = io_names(node, "in")
             if out_name in in_names:
