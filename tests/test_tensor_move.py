@@ -583,3 +583,17 @@ def test_explain_command_dispatches_by_node_type(tmp_path, capsys):
     rc = main(["explain", str(path), "tm"])
     assert rc in (0, None)
     assert "rule2-reuse" not in capsys.readouterr().out  # words, not rule ids
+
+
+def test_report_relations_of_the_rule_program():
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "rs:Reshape", "tm:TensorMove", "succ:Add")
+    b.chain("rs", "sib:ReLU")
+    b.reuse_input("succ", 0, 0)
+    b.attr("tm", "no_need_constant_folding", False)
+    facts = derive_facts(b.build())
+    assert facts["tm_source"] == [("g", "tm", "g", "v", "Variable", 0)]
+    assert facts["tm_reserved"] == [("g", "tm", "no_need_constant_folding")]
+    assert facts["tm_succ"] == [("g", "tm", "succ", 0, "Add", 1, 0)]
+    assert ("g", "tm", 0, "sib", 0) in facts["tm_sibling"]
+    assert ("g", "tm", 0, 2) in facts["tm_path_consumers"]
