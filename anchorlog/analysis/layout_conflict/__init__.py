@@ -113,9 +113,11 @@ def run(model: Model, ctx: PassContext) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     for g in tops:
         records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer))
-    topological_sorting(model)
+    if records:  # GE sorts again here; without insertions the order and ids are unchanged
+        topological_sorting(model)
     graphs = [_process(model, g, opts, namer, records) for g in tops]
-    topological_sorting(model)
+    if any("identity" in r for r in records):
+        topological_sorting(model)  # GE sorts the root after MemConflictProc: new nodes get ids
     inserted = [r for r in records if "identity" in r]
     return {
         "changed": bool(inserted),

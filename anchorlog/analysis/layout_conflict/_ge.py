@@ -128,4 +128,25 @@ def subgraph(model: Model, node: Node, index: int) -> Graph | None:
 
 
 def kernel_lib(node: Node) -> str:
+    if KERNEL_LIB_NAME not in node.attrs:
+        return ""
     return attr_str(node, KERNEL_LIB_NAME) or ""
+
+
+_MAYBE_REF_TYPES = frozenset({"NetOutput", "While", "_While", "StatelessWhile", "Merge", "Reshape"})
+_MAYBE_REF_ATTRS = ("_parent_node_index", "reference", "_output_reuse_input")
+
+
+def may_ref_from_input(node: Node) -> bool:
+    """Cheap necessary condition for ``GraphUtils::IsRefFromInput`` on any output of ``node`` (reference
+    §1.5): lets the common node skip the full check."""
+    if node.type in _MAYBE_REF_TYPES:
+        return True
+    attrs = node.attrs
+    for k in _MAYBE_REF_ATTRS:
+        if k in attrs:
+            return True
+    for d in node.output_desc:
+        if d.reuse_input:
+            return True
+    return False

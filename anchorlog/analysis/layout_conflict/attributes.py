@@ -39,6 +39,7 @@ from ._ge import (
     graph_unknown,
     is_static_graph,
     kernel_lib,
+    may_ref_from_input,
     memory_type_special,
     n_in,
     n_out,
@@ -251,6 +252,7 @@ def mark_out_types(
     mem_types = attr_int_list(node, OUTPUT_MEM_TYPE_LIST)
     is_user_input = node.type in DATA_TYPES and node.graph is g
     base = node_output_types(node, g, opts)
+    maybe_ref = may_ref_from_input(node)
     for i in range(n_out(node)):
         a = AnchorRef(node, "out", i)
         types = list(base)
@@ -259,7 +261,7 @@ def mark_out_types(
             if var is not None:
                 types.append(REF_OUT)
                 marks.ref_map[a] = var
-            elif node.graph is not None and ref_from_input(index, node.graph, node, i) is not None:
+            elif maybe_ref and node.graph is not None and ref_from_input(index, node.graph, node, i) is not None:
                 types.append(REF_OUT)
         if i < len(mem_types) and memory_type_special(mem_types[i]):
             types.append(RTS_OUT)

@@ -25,37 +25,46 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     (data consumers in link order), then its control successors; the last pushed is popped first.
     """
     g._ensure_index()
+    consumers = g._consumers  # type: ignore[union-attr]
+    ctrl_succ = g._ctrl_succ  # type: ignore[union-attr]
+    outs_of: dict[str, list[int]] = {}
+    for src, out in consumers:
+        outs_of.setdefault(src, []).append(out)
+    for lst in outs_of.values():
+        lst.sort()
     pending: dict[str, int] = {}
-    stack: list[Node] = []
-    specials = 0
-    out_indexes: dict[str, list[int]] = {}
-    for src, out in g._consumers:  # type: ignore[union-attr]
-        out_indexes.setdefault(src, []).append(out)
+    non_data: list[Node] = []
+    data: list[Node] = []
     for n in g.nodes.values():
-        k = sum(1 for a in n.inputs if a is not None) + len(n.ctrl_inputs)
+        k = len(n.ctrl_inputs)
+        for a in n.inputs:
+            if a is not None:
+                k += 1
         pending[n.name] = k
         if k == 0:
-            if n.type not in _INPUT_LIKE:
-                stack.insert(0, n)
-                specials += 1
-            else:
-                stack.insert(specials, n)
+            (data if n.type in _INPUT_LIKE else non_data).append(n)
+    # GE inserts each non-data source at the front and each data source right after them: popping from the
+    # back then yields the data sources in order, then the others in order.
+    stack: list[Node] = non_data[::-1] + data[::-1]
     order: list[Node] = []
     nodes = g.nodes
     while stack:
         n = stack.pop()
         order.append(n)
-        for out in sorted(set(out_indexes.get(n.name, ()))):
+        name = n.name
+        for out in outs_of.get(name, ()):
             ready = []
-            for dst, _ in g.consumers(n.name, out):
-                pending[dst] -= 1
-                if pending[dst] == 0:
+            for dst, _ in consumers[(name, out)]:
+                left = pending[dst] - 1
+                pending[dst] = left
+                if left == 0:
                     ready.append(nodes[dst])
             stack.extend(ready)
         ready = []
-        for dst in g.ctrl_successors(n.name):
-            pending[dst] -= 1
-            if pending[dst] == 0:
+        for dst in ctrl_succ.get(name, ()):
+            left = pending[dst] - 1
+            pending[dst] = left
+            if left == 0:
                 ready.append(nodes[dst])
         stack.extend(ready)
     if len(order) != len(nodes):

@@ -15,7 +15,17 @@ from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex, ref_from_input
 
-from ._ge import PARENT_NODE_INDEX, REF_VAR_SRC_VAR_NAME, attr_bool, attr_int, attr_str, in_desc, n_in, n_out
+from ._ge import (
+    PARENT_NODE_INDEX,
+    REF_VAR_SRC_VAR_NAME,
+    attr_bool,
+    attr_int,
+    attr_str,
+    in_desc,
+    may_ref_from_input,
+    n_in,
+    n_out,
+)
 from .order import all_nodes
 
 
@@ -194,6 +204,7 @@ class _Mapper:
 
     def out_anchors(self, node: Node) -> None:
         g = node.graph
+        maybe_ref = may_ref_from_input(node)
         for i in range(n_out(node)):
             a = AnchorRef(node, "out", i)
             if a.name in self.t.a2s:
@@ -201,7 +212,7 @@ class _Mapper:
             refed = self.ref_from_other(node, i)
             if refed is not None and refed.name in self.t.a2s:
                 self.update(a, refed)
-            k = ref_from_input(self.index, g, node, i) if g is not None else None
+            k = ref_from_input(self.index, g, node, i) if g is not None and maybe_ref else None
             # A subgraph Data's in_0 got its symbol from the parent input even when the dump lists no input
             # descriptor for it (GE's Data op always has that input anchor).
             if k is not None and (k < n_in(node) or anchor_name(node.name, "in", k) in self.t.a2s):
