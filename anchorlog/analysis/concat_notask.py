@@ -25,6 +25,7 @@ Context flags (GE reads them from the graph; an anchorlog option can force them 
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,54 +266,89 @@ class ConcatNotaskAnalysis:
             cand = (int(stage), int(inp), int(step), str(check))
             if key not in fails or cand < fails[key]:
                 fails[key] = cand
-        deps: dict[tuple[str, str], set[str]] = {}
-        for g, c, n in res.rows("cn_dep"):
-            deps.setdefault((g, c), set()).add(n)
+        ins: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
+        for g, c, i, p, j in res.rows("cn_in"):
+            ins.setdefault((g, c), []).append((int(i), p, int(j)))
+        trace: dict[tuple[str, str], set[str]] = {}
+        for g, c, n in res.rows("cn_trace"):
+            trace.setdefault((g, c), set()).add(n)
+        out_targets: dict[tuple[str, str], set[str]] = {}
+        for g, c, d in res.rows("cn_out_target"):
+            out_targets.setdefault((g, c), set()).add(d)
         srcs: dict[tuple[str, str, int], tuple[str, int]] = {}
         for g, c, i, p, j in res.rows("cn_src"):
             srcs[(g, c, int(i))] = (p, int(j))
-        return {"fails": fails, "deps": deps, "srcs": srcs}
+        return {"fails": fails, "ins": ins, "trace": trace, "out_targets": out_targets, "srcs": srcs}
+
+    @staticmethod
+    def _overlay(
+        state: dict[str, Any], key: tuple[str, str], fresh: set[str], locked: set[tuple[str, int]]
+    ) -> tuple | None:
+        """The first failing check once the marks made since the facts were derived are taken into account:
+        marks only add failures (a lock: check f; a virtual producer: h; a virtual consumer: OutputCheck)."""
+        best = state["fails"].get(key)
+        cands = [best] if best is not None else []
+        for i, p, j in state["ins"].get(key, ()):
+            if (p, j) in locked:
+                cands.append((2, i, 5, "producer_output_taken"))
+            if p in fresh:
+                cands.append((2, i, 7, "producer_attr"))
+        if any(d in fresh for d in state["out_targets"].get(key, ())):
+            cands.append((5, -1, 0, "consumer_is_virtual"))
+        return min(cands) if cands else None
 
     def run(self, apply: bool = True) -> list[Verdict]:
         """Decide every concat in GE's order; mark the accepted ones when ``apply``."""
+        # Big graphs are millions of small objects: the cyclic collector would rescan them over and over.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(apply)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self, apply: bool) -> list[Verdict]:
         from anchorlog.facts.relations import FactDB
 
         extra = self.extra_facts()
         db = FactDB.from_model(self.model)
         try:
             names = db.models[next(iter(db.models))]  # IR graph name -> fact graph name
-            back = {v: k for k, v in names.items()}
             state = self._evaluate(db, self._qualify(extra, names))
             verdicts: list[Verdict] = []
-            fresh: set[tuple[str, str]] = set()  # marked since the facts were derived
             for g in self.model.graphs:
                 gq = names.get(g.name, g.name)
+                fresh: set[str] = set()  # concats of g marked since the facts were derived
+                locked: set[tuple[str, int]] = set()  # producer outputs they locked
                 for n in list(g.nodes.values()):
                     if n.type not in TARGET_TYPES:
                         continue
                     if g.name in self.skips:
                         verdicts.append(Verdict(g.name, n.name, False, "ShouldSkipGraph", self.skips[g.name]))
                         continue
-                    if fresh and any((g.name, d) in fresh for d in state["deps"].get((gq, n.name), ())):
+                    key = (gq, n.name)
+                    if fresh and not fresh.isdisjoint(state["trace"].get(key, ())):
+                        # a ref trace runs into a node that has just become a ref node: re-derive this graph
                         db.refresh_graph(g, self.model)
                         state = self._evaluate(db, self._qualify(extra, names))
                         fresh.clear()
+                        locked.clear()
                         self.refreshes += 1
-                    fail = state["fails"].get((gq, n.name))
+                    fail = self._overlay(state, key, fresh, locked)
                     already = bool(_get_bool(n, "_no_task"))
                     if fail is None:
                         v = Verdict(g.name, n.name, True, already=already)
                         if apply:
-                            mark_notask(g, n)
-                            fresh.add((g.name, n.name))
-                        blk = memory_layout.nopadding_input_block(g, n) if apply else None
-                        if blk is not None:
-                            v.facts = {"block": blk.as_dict()}
+                            locked.update(mark_notask(g, n))
+                            fresh.add(n.name)
+                            blk = memory_layout.nopadding_input_block(g, n)
+                            if blk is not None:
+                                v.facts = {"block": blk.as_dict()}
                     else:
                         v = self._rejection(g, n, fail, state["srcs"], gq)
                         v.already = already
                     verdicts.append(v)
-            del back
             return verdicts
         finally:
             db.close()
