@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from anchorlog.analysis.registry import PassContext, register
-from anchorlog.analysis.rw_conflict import io_name_rows, no_gc
+from anchorlog.analysis.rw_conflict import no_gc
 from anchorlog.analysis.symbols import topo_nodes
 from anchorlog.facts.graph import Model
+from anchorlog.facts.relations import io_names
 
 GRAPH_LINT_DL = Path(__file__).resolve().parent.parent / "queries" / "graph_lint.dl"
 
@@ -41,17 +42,35 @@ def topo_positions(model: Model) -> list[tuple[str, str, int]]:
     return rows
 
 
-def lint_io_name_rows(model: Model) -> list[tuple[str, str, str, int, str]]:
+def lint_relevant_nodes(model: Model) -> set[tuple[str, str]]:
+    """Nodes whose input types the check can need (a demand set, as magic sets would compute): consumers of
+    outputs with two or more consumer edges, and subgraph nodes fed directly by a Data (their types become the
+    wrapper's)."""
+    keep: set[tuple[str, str]] = set()
+    for g in model.graphs:
+        g._ensure_index()
+        has_parent = g.parent_node is not None
+        for (src, _o), users in (g._consumers or {}).items():
+            if len(users) >= 2 or (has_parent and g.nodes[src].type == "Data" if src in g.nodes else False):
+                keep.update((g.name, c) for c, _k in users)
+    return keep
+
+
+def lint_io_name_rows(model: Model, only: set[tuple[str, str]] | None = None) -> list[tuple[str, str, str, int, str]]:
     """Input/output names as GraphLint sees them: the op's name maps; an op without any gets GE's default
-    names (``__input<i>`` / ``__output<i>``, what ``OpDesc::AddInputDesc`` assigns to unnamed tensors)."""
-    rows = io_name_rows(model)
-    named = {(g, n, io) for g, n, io, _i, _x in rows}
+    names (``__input<i>`` / ``__output<i>``, what ``OpDesc::AddInputDesc`` assigns to unnamed tensors).
+    ``only``: restrict to these (graph, node) pairs."""
+    rows: list[tuple[str, str, str, int, str]] = []
     for g in model.graphs:
         for n in g.nodes.values():
-            if (g.name, n.name, "in") not in named:
-                rows.extend((g.name, n.name, "in", i, f"__input{i}") for i in range(n.num_inputs))
-            if (g.name, n.name, "out") not in named:
-                rows.extend((g.name, n.name, "out", i, f"__output{i}") for i in range(n.num_outputs))
+            if only is not None and (g.name, n.name) not in only:
+                continue
+            for io, count, default in (("in", n.num_inputs, "__input"), ("out", n.num_outputs, "__output")):
+                names = io_names(n, io)
+                if names:
+                    rows.extend((g.name, n.name, io, int(i), x) for x, i in names.items())
+                else:
+                    rows.extend((g.name, n.name, io, i, f"{default}{i}") for i in range(count))
     return rows
 
 
@@ -135,7 +154,7 @@ def verify(model: Model, *, engine: str = "sqlite", db: Any = None) -> dict[str,
 
     holder = _Conn(lean_fact_db(model)) if db is None else db
     positions = topo_positions(model)
-    install_aux_table(holder, "io_name", lint_io_name_rows(model))
+    install_aux_table(holder, "io_name", lint_io_name_rows(model, lint_relevant_nodes(model)))
     install_aux_table(holder, "reach_pos", positions)
     holder.conn.execute("ANALYZE")
     prog = Program.from_file(GRAPH_LINT_DL)
