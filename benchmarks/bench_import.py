@@ -1,0 +1,121 @@
+"""Benchmark of model import: GE text/binary -> IR (anchorlog.facts.ge_io) -> SQLite facts (FactDB).
+
+Inputs: the largest real GE dump (/work/shared/real-graphs, 710 ops) and generated transformer graphs
+(``anchorlog generate transformer --nodes N --seed S``, written as .pbtxt and .pb). Each measurement runs in
+a fresh child process so that peak RSS (ru_maxrss) is that of the measured pipeline alone:
+
+* ``import``: read_model(.pbtxt) -> IR (validation included);
+* ``import+facts``: the same, then FactDB.from_model (in-memory SQLite, indexed) — the 10 s / 2 GiB target;
+* ``binary``: read_model(.pb) -> IR;
+* ``protobuf``: google.protobuf.text_format.Parse of the same text into ge_ir_pb2.ModelDef (upb message),
+  skipped for files larger than --protobuf-max-mb (it runs at roughly 1-2 MB/s).
+
+Run:  .venv/bin/python benchmarks/bench_import.py [--nodes 10000 100000] [--seed 1] [--work DIR]
+Prints a Markdown table (seconds are wall clock; RSS in MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+REAL = "/work/shared/real-graphs/ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt"
+
+CHILD = r"""
+import gc, json, resource, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+out = {}
+if mode == "protobuf":
+    from google.protobuf import text_format
+    from anchorlog.facts import ge_ir_pb2
+    text = open(path, encoding="utf-8").read()
+    t0 = time.perf_counter()
+    msg = ge_ir_pb2.ModelDef()
+    text_format.Parse(text, msg)
+    out["parse"] = time.perf_counter() - t0
+else:
+    from anchorlog.facts import ge_io
+    t0 = time.perf_counter()
+    model = ge_io.read_model(path)
+    out["parse"] = time.perf_counter() - t0
+    out["nodes"] = model.num_nodes()
+    out["graphs"] = len(model.graphs)
+    if mode == "facts":
+        from anchorlog.facts.relations import FactDB
+        t1 = time.perf_counter()
+        db = FactDB.from_model(model)
+        out["facts"] = time.perf_counter() - t1
+        out["rows"] = sum(db.conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+                          for (t,) in db.conn.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def child(mode: str, path: str, timeout: float) -> dict:
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, path], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{mode} {path}: {proc.stderr.strip().splitlines()[-1:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["wall"] = time.perf_counter() - t0
+    return res
+
+
+def generate(nodes: int, seed: int, work: str) -> str:
+    path = os.path.join(work, f"transformer_{nodes}_{seed}.pbtxt")
+    if not os.path.exists(path):
+        cli = os.path.join(os.path.dirname(sys.executable), "anchorlog")
+        subprocess.run([cli, "--quiet", "generate", "transformer", "--nodes", str(nodes), "--seed", str(seed),
+                        "-o", path], check=True)  # fmt: skip
+    return path
+
+
+def to_binary(path: str) -> str:
+    pb = os.path.splitext(path)[0] + ".pb"
+    if not os.path.exists(pb):
+        from anchorlog.facts import ge_io
+
+        ge_io.write_model(ge_io.read_model(path), pb)
+    return pb
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, nargs="*", default=[10000, 100000])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--work", default="/tmp/anchorlog-bench-import")
+    ap.add_argument("--protobuf-max-mb", type=float, default=20.0)
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    inputs = [("real dump 00017", REAL)] + [(f"transformer {n}", generate(n, args.seed, args.work)) for n in args.nodes]
+    print("| input | nodes | text MiB | import (ours) | protobuf text_format | ratio | binary .pb import "
+          "| import+facts | fact rows | peak RSS import+facts |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, path in inputs:
+        mib = os.path.getsize(path) / 2**20
+        imp = child("import", path, args.timeout)
+        pb = child("import", to_binary(path), args.timeout)
+        facts = child("facts", path, args.timeout)
+        if mib <= args.protobuf_max_mb:
+            ref = child("protobuf", path, args.timeout)
+            ref_s, ratio = f"{ref['parse']:.2f} s", f"{ref['parse'] / imp['parse']:.0f}x"
+        else:
+            ref_s, ratio = "skipped", "-"
+        print(
+            f"| {label} | {imp['nodes']:,} | {mib:.1f} | {imp['parse']:.2f} s | {ref_s} | {ratio} "
+            f"| {pb['parse']:.2f} s | {facts['parse'] + facts['facts']:.2f} s ({facts['parse']:.2f} + "
+            f"{facts['facts']:.2f}) | {facts['rows']:,} | {facts['rss_mib']:.0f} MiB |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
