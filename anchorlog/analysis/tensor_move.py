@@ -723,6 +723,7 @@ class TensorMoveDecider:
 # GE's node-pass walk (GEPass)
 # --------------------------------------------------------------------------------------------------------------
 _MAX_ONE_IN_NODES = 1000
+_NEXT_ITERATION = ("NextIteration", "RefNextIteration")
 _MAX_PASS_MULTIPLE = 10
 
 
@@ -749,11 +750,19 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
         elif len(ins) > _MAX_ONE_IN_NODES:
             last.append(n)
 
+    last_set = set(last)
+    nodes = graph.nodes
+
     def ready(n: str) -> bool:
-        if n in deleted or n not in graph.nodes or n in last:
+        # GE IsNodeReadyToQueue: every data and control predecessor seen (NextIteration exempt)
+        node = nodes.get(n)
+        if node is None or n in deleted or n in last_set:
             return False
-        for p in in_nodes(graph, n):
-            if p not in seen and graph.nodes[p].type not in ("NextIteration", "RefNextIteration"):
+        for a in node.inputs:
+            if a is not None and a[0] not in seen and nodes[a[0]].type not in _NEXT_ITERATION:
+                return False
+        for p in node.ctrl_inputs:
+            if p not in seen and nodes[p].type not in _NEXT_ITERATION:
                 return False
         return True
 
@@ -796,6 +805,7 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
             for n in list(last):
                 if all(p in seen for p in in_nodes(graph, n)):
                     last.remove(n)
+                    last_set.discard(n)
                     if n not in seen:
                         push(n)
         if repass:
