@@ -117,20 +117,61 @@ def nz_shape(shape: list[int], cube: int = 16) -> list[int]:
     return [*batch, -(-n // cube), -(-k // cube), cube, cube]
 
 
-def make_desc(dtype: str, shape: list[int], fmt: str = "ND", origin_shape: list[int] | None = None) -> TensorDesc:
+class AttrPool:
+    """Shares the ``origin_format``/``origin_shape`` Attr objects of equal values between descriptors.
+
+    A 100k-node graph has about a million of them but only a few hundred distinct values; sharing cuts the
+    object count (and the garbage collector's work) by about a third. Attrs are values: code changes a
+    descriptor's attr with ``set_attr`` (which replaces the object), never by mutating an Attr in place."""
+
+    def __init__(self) -> None:
+        self._formats: dict[str, Attr] = {}
+        self._shapes: dict[tuple[int, ...], Attr] = {}
+
+    def origin_format(self, fmt: str) -> Attr:
+        a = self._formats.get(fmt)
+        if a is None:
+            a = self._formats[fmt] = Attr("s", fmt)
+        return a
+
+    def origin_shape(self, shape: list[int]) -> Attr:
+        key = tuple(shape)
+        a = self._shapes.get(key)
+        if a is None:
+            a = self._shapes[key] = Attr("list", AttrList("i", list(shape), 2))
+        return a
+
+
+def make_desc(
+    dtype: str,
+    shape: list[int],
+    fmt: str = "ND",
+    origin_shape: list[int] | None = None,
+    pool: AttrPool | None = None,
+) -> TensorDesc:
     """A tensor descriptor as GE writes it after format selection: ``origin_format``/``origin_shape`` attrs
-    (the framework's view) beside the storage ``layout``/``shape``, and GE's aligned memory ``size``."""
+    (the framework's view) beside the storage ``layout``/``shape``, and GE's aligned memory ``size``.
+    With ``pool``, equal attr values share one Attr object (see :class:`AttrPool`)."""
     origin = list(shape if origin_shape is None else origin_shape)
+    origin_fmt = "ND" if fmt == "FRACTAL_NZ" else fmt
     td = TensorDesc(dtype=dtype, shape=list(shape), layout=fmt, size=_memory_size(dtype, tuple(shape)))
-    td.attrs["origin_format"] = Attr("s", "ND" if fmt == "FRACTAL_NZ" else fmt)
-    td.attrs["origin_shape"] = Attr("list", AttrList("i", origin, 2))
+    if pool is None:
+        td.attrs["origin_format"] = Attr("s", origin_fmt)
+        td.attrs["origin_shape"] = Attr("list", AttrList("i", origin, 2))
+    else:
+        td.attrs["origin_format"] = pool.origin_format(origin_fmt)
+        td.attrs["origin_shape"] = pool.origin_shape(origin)
     return td
 
 
-def copy_desc(td: TensorDesc) -> TensorDesc:
-    """A cheap copy of a descriptor made by :func:`make_desc` (attrs rebuilt, lists not shared)."""
+def copy_desc(td: TensorDesc, pool: AttrPool | None = None) -> TensorDesc:
+    """A cheap copy of a descriptor made by :func:`make_desc`: new descriptor and shape list; attrs rebuilt,
+    or, with ``pool``, shared (they are values, see :class:`AttrPool`)."""
     out = TensorDesc(dtype=td.dtype, shape=None if td.shape is None else list(td.shape), layout=td.layout)
     out.size = td.size
+    if pool is not None:
+        out.attrs = dict(td.attrs)
+        return out
     for k, a in td.attrs.items():
         if a.kind == "list":
             out.attrs[k] = Attr("list", AttrList(a.value.kind, list(a.value.items), a.value.val_type))
@@ -155,9 +196,10 @@ Out = tuple[Node, int]  # a producer anchor while building
 class _Builder:
     """Appends nodes to one graph; inputs are (node, out) anchors, input descs copy the producer's output."""
 
-    def __init__(self, graph: Graph, ids: list[int]) -> None:
+    def __init__(self, graph: Graph, ids: list[int], pool: AttrPool | None = None) -> None:
         self.graph = graph
         self.ids = ids  # shared one-element counter: GE topological ids cover all graphs
+        self.pool = pool
 
     def op(
         self,
@@ -170,7 +212,7 @@ class _Builder:
     ) -> Node:
         node = Node(name=name, type=op_type)
         node.inputs = [(src.name, idx) for src, idx in inputs]
-        node.input_desc = [copy_desc(src.output_desc[idx]) for src, idx in inputs]
+        node.input_desc = [copy_desc(src.output_desc[idx], self.pool) for src, idx in inputs]
         node.output_desc = outputs
         if ctrl:
             node.ctrl_inputs = [c.name for c in ctrl]
@@ -187,12 +229,14 @@ class _Builder:
         """A ``Const`` whose ``value`` attr holds the descriptor and, for small int tensors, the data."""
         fmt = kw.get("fmt", "ND")
         storage = nz_shape(shape) if fmt == "FRACTAL_NZ" else shape
-        desc = make_desc(dtype, storage, fmt, origin_shape=shape)
+        desc = make_desc(dtype, storage, fmt, origin_shape=shape, pool=self.pool)
         data = b""
         if values is not None:
             width = DTYPE_BITS[dtype] // 8
             data = b"".join(int(v).to_bytes(width, "little", signed=True) for v in values)
-        node = self.op(name, "Const", [], [desc], {"value": Attr("t", TensorDef(desc=copy_desc(desc), data=data))})
+        node = self.op(
+            name, "Const", [], [desc], {"value": Attr("t", TensorDef(desc=copy_desc(desc, self.pool), data=data))}
+        )
         return node
 
 
@@ -269,19 +313,20 @@ class _TransformerGen:
         self.model = Model(f"transformer_{cfg.layers}l")
         self.root = Graph("transformer")
         self.model.add_graph(self.root)
-        self.b = _Builder(self.root, self.ids)
+        self.pool = AttrPool()
+        self.b = _Builder(self.root, self.ids, self.pool)
         self.outputs: list[Out] = []
         self.last_cache_write: Node | None = None
 
     # -- small helpers -----------------------------------------------------------------------------------
     def d(self, shape: list[int], dtype: str | None = None) -> TensorDesc:
-        return make_desc(dtype or self.dt, shape)
+        return make_desc(dtype or self.dt, shape, pool=self.pool)
 
     def tm(self, b: _Builder, name: str, src: Out) -> Out:
         """A TensorMove the adapter inserts (or ``src`` itself when TensorMoves are switched off)."""
         if not self.cfg.tensor_moves:
             return src
-        desc = copy_desc(src[0].output_desc[src[1]])
+        desc = copy_desc(src[0].output_desc[src[1]], self.pool)
         return (b.op(name, "TensorMove", [src], [desc]), 0)
 
     def reshape(self, b: _Builder, name: str, src: Out, shape: list[int]) -> Out:
@@ -340,7 +385,7 @@ class _TransformerGen:
         if (self.cfg.tp or 1) <= 1:
             return x
         x = self.tm(b, f"{name}/tensor_move", x)
-        desc = copy_desc(x[0].output_desc[x[1]])
+        desc = copy_desc(x[0].output_desc[x[1]], self.pool)
         attrs = {
             "reduction": "sum",
             "group": HCCL_WORLD_GROUP,
@@ -399,8 +444,8 @@ class _TransformerGen:
             }
             logits = (b.op("lm_head/all_gather", "HcomAllGather", [logits], [desc], attrs), 0)
         outs = [logits] + self.outputs
-        net = b.op("NetOutput", "NetOutput", outs, [copy_desc(s.output_desc[i]) for s, i in outs])
-        net.output_desc = [copy_desc(d) for d in net.input_desc]
+        net = b.op("NetOutput", "NetOutput", outs, [copy_desc(s.output_desc[i], self.pool) for s, i in outs])
+        net.output_desc = [copy_desc(d, self.pool) for d in net.input_desc]
         if cfg.tensor_move_share > 0:
             self.add_defensive_tensor_moves(cfg.tensor_move_share)
         self.renumber()
@@ -541,11 +586,11 @@ class _TransformerGen:
         self.model.add_graph(sub)
         call = self.b.op(call_name, "PartitionedCall", [y2], [self.d([M, H])])
         call.subgraph_names = [sub.name]
-        sb = _Builder(sub, self.ids)
+        sb = _Builder(sub, self.ids, self.pool)
         data = sb.op(f"{p}/sub/input0", "Data", [], [self.d([M, H])], {"index": 0, "_parent_node_index": 0})
         data.input_desc = [self.d([M, H])]
         out = self.mlp(sb, f"{p}/sub", (data, 0))
-        net = sb.op(f"{p}/sub/NetOutput", "NetOutput", [out], [copy_desc(out[0].output_desc[out[1]])])
+        net = sb.op(f"{p}/sub/NetOutput", "NetOutput", [out], [copy_desc(out[0].output_desc[out[1]], self.pool)])
         net.input_desc[0].attrs["_parent_node_index"] = Attr("i", 0)
         return (call, 0)
 
@@ -558,11 +603,11 @@ class _TransformerGen:
         for gname, kind in zip(names, ("rms", "layer")):
             g = Graph(gname)
             self.model.add_graph(g)
-            sb = _Builder(g, self.ids)
+            sb = _Builder(g, self.ids, self.pool)
             data = sb.op(f"{gname}/input1", "Data", [], [self.d(shape)], {"index": 0, "_parent_node_index": 1})
             data.input_desc = [self.d(shape)]
             y = self.norm(sb, f"{gname}/norm", (data, 0), kind)
-            net = sb.op(f"{gname}/NetOutput", "NetOutput", [y], [copy_desc(y[0].output_desc[y[1]])])
+            net = sb.op(f"{gname}/NetOutput", "NetOutput", [y], [copy_desc(y[0].output_desc[y[1]], self.pool)])
             net.input_desc[0].attrs["_parent_node_index"] = Attr("i", 0)
         return (node, 0)
 
@@ -591,8 +636,8 @@ class _TransformerGen:
             assert src is not None
             tm = Node(name=f"{dst}/input{di}/defensive_tensor_move_{k}", type="TensorMove")
             tm.inputs = [src]
-            tm.input_desc = [copy_desc(node.input_desc[di])]
-            tm.output_desc = [copy_desc(node.input_desc[di])]
+            tm.input_desc = [copy_desc(node.input_desc[di], self.pool)]
+            tm.output_desc = [copy_desc(node.input_desc[di], self.pool)]
             tm.id = self.ids[0]
             self.ids[0] += 1
             tm.graph = g
