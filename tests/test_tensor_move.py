@@ -597,3 +597,16 @@ def test_report_relations_of_the_rule_program():
     assert facts["tm_succ"] == [("g", "tm", "succ", 0, "Add", 1, 0)]
     assert ("g", "tm", 0, "sib", 0) in facts["tm_sibling"]
     assert ("g", "tm", 0, 2) in facts["tm_path_consumers"]
+
+
+def test_symbol_table_merged_after_each_deletion():
+    b = GraphBuilder("g")
+    b.chain("a:ReLU", "tm1:TensorMove", "tm2:TensorMove", "c:ReLU")
+    m = b.build()
+    sec = run(m)
+    v1, v2 = verdict(sec, "tm1"), verdict(sec, "tm2")
+    assert v1["facts"]["symbols"] == {"in": "a_out_0", "out": "tm1_out_0"}
+    # tm1's output symbol was merged into a's: tm2 now reads a_out_0
+    assert v2["facts"]["symbols"] == {"in": "a_out_0", "out": "tm2_out_0"}
+    assert v2["path"] == ["a(out:0)"]  # re-traced: the cached path ended at the deleted tm1
+    assert sec["retraced"] == 1 and edge(m, "a", 0, "c", 0)
