@@ -1,5 +1,5 @@
 """Every notebook under notebooks/ runs top to bottom without an error (nbclient, a kernel from this
-interpreter's ipykernel, working directory = notebooks/), and is committed with its outputs stripped."""
+interpreter's ipykernel, working directory = notebooks/); the tour is committed with its outputs stripped."""
 
 from __future__ import annotations
 
@@ -51,7 +51,11 @@ def test_notebook_runs(path, kernel_env, monkeypatch):
     assert not errors
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+# Notebooks committed with stripped outputs (CI renders them fresh); others may keep theirs on purpose.
+STRIPPED = [p for p in NOTEBOOKS if p.name in {"01-tour.ipynb"}]
+
+
+@pytest.mark.parametrize("path", STRIPPED, ids=[p.name for p in STRIPPED])
 def test_notebook_is_committed_without_outputs(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
     dirty = [
