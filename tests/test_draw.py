@@ -208,3 +208,13 @@ def test_draw_command_reads_onnx(tmp_path):
     out = tmp_path / "m.dot"
     assert _run_cli(["draw", str(src), "-o", str(out)]) == 0
     assert 'label="relu\\nReLU"' in out.read_text()
+
+
+def test_cli_main_reports_missing_dot_in_one_line(tmp_path, monkeypatch, capsys):
+    cli = pytest.importorskip("anchorlog.cli")
+    monkeypatch.setattr(draw.shutil, "which", lambda name: None)
+    out = tmp_path / "m.png"
+    assert cli.main(["draw", "in.pbtxt", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "apt-get install graphviz" in err
+    assert not out.exists()

@@ -198,3 +198,15 @@ def test_bundled_example_is_the_generator_output():
     check_model(model)
     ref = generate_transformer(**EXAMPLE_ARGS)
     assert fingerprint(model) == fingerprint(ref)
+
+
+def test_cli_main_generate_then_draw(tmp_path, capsys):
+    cli = pytest.importorskip("anchorlog.cli")
+    model = tmp_path / "t.pb"
+    assert cli.main(["generate", "transformer", "--layers", "1", "--seed", "3", "--tp", "2", "-o", str(model)]) == 0
+    assert model.stat().st_size > 0
+    assert cli.main(["generate", "transformer", "--layers", "2", "--nodes", "50", "-o", str(model)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err
+    assert cli.main(["draw", str(model), "-o", str(tmp_path / "t.dot"), "--highlight-type", "HcomAllReduce"]) == 0
+    assert "HcomAllReduce" in (tmp_path / "t.dot").read_text()

@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="A tensor-parallel decoder as a framework adapter hands it to GE.",
     )
     size = t.add_mutually_exclusive_group()
-    size.add_argument("--layers", type=int, default=2, help="decoder layers (default 2)")
+    # default None (not 2): argparse only sees a --layers/--nodes conflict when the value differs from the default
+    size.add_argument("--layers", type=int, default=None, help="decoder layers (default 2)")
     size.add_argument("--nodes", type=int, help="add layers until the model has about this many nodes")
     t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     t.add_argument("-o", "--output", required=True, help="output file (.pbtxt/.txt text, .pb binary)")
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from anchorlog.facts import ge_io
     from anchorlog.facts.generate import generate_transformer
 
+    if args.layers is None:
+        args.layers = 2
     if args.nodes is not None and args.nodes < 1:
         raise OptionError("--nodes must be positive")
     if args.nodes is None and args.layers < 1:
