@@ -79,8 +79,10 @@ def attr_str(holder: Any, key: str) -> str | None:
 
 
 def n_in(node: Node) -> int:
-    """Number of in-data anchors (``GetAllInDataAnchorsSize``)."""
-    return node.num_inputs
+    """Number of in-data anchors (``GetAllInDataAnchorsSize``). A data-like op always has its input anchor
+    (GE's Data IR declares input ``x``), even when a dump lists no input descriptor for it."""
+    n = node.num_inputs
+    return 1 if n == 0 and node.type in DATA_TYPES else n
 
 
 def n_out(node: Node) -> int:
