@@ -210,3 +210,11 @@ def test_cli_main_generate_then_draw(tmp_path, capsys):
     assert err.startswith("error:") and "\n" not in err
     assert cli.main(["draw", str(model), "-o", str(tmp_path / "t.dot"), "--highlight-type", "HcomAllReduce"]) == 0
     assert "HcomAllReduce" in (tmp_path / "t.dot").read_text()
+
+
+def test_more_bad_options():
+    for kwargs in ({"dtype": "DT_NOPE"}, {"seq": 0}, {"tp": 0}):
+        with pytest.raises(ValueError):
+            generate_transformer(1, seed=0, **kwargs)
+    with pytest.raises(ValueError):
+        generate_transformer(0, seed=0)

@@ -22,7 +22,7 @@ import functools
 import gc
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, Node, TensorDef, TensorDesc
@@ -259,7 +259,6 @@ class TransformerConfig:
     partition_every: int = 4  # MLP of every n-th layer in a PartitionedCall (0: never)
     with_if: bool = True  # final norm chosen by an If on a bool graph input
     return_cache: bool = True  # return every updated KV cache (outputs aliasing Variables)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def generate_transformer(
@@ -275,7 +274,13 @@ def generate_transformer(
     unknown = set(options) - set(TransformerConfig.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown generator option(s): {', '.join(sorted(unknown))}")
+    if nodes is None and (layers is None or layers < 1):
+        raise ValueError("layers must be at least 1 (or give nodes)")
     cfg = TransformerConfig(layers=layers or 1, **options)
+    if cfg.dtype not in DTYPE_BITS:
+        raise ValueError(f"unknown dtype {cfg.dtype!r} (GE names such as DT_FLOAT16, DT_BF16, DT_FLOAT)")
+    if min(cfg.seq, cfg.batch, cfg.vocab) < 1 or (cfg.tp is not None and cfg.tp < 1):
+        raise ValueError("seq, batch, vocab and tp must be positive")
     rng = random.Random(seed)
     if cfg.hidden is None:
         cfg.hidden = rng.choice([1024, 2048, 4096])
