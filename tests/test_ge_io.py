@@ -438,3 +438,16 @@ def test_fast_path_keeps_tricky_strings():
         assert back.name == n.name
         assert canon(back.attrs) == canon(n.attrs)
         assert canon(back.output_desc) == canon(n.output_desc)
+
+
+def test_input_strings_parsed_like_ge():
+    text = (
+        'graph {\n  name: "g"\n'
+        '  op {\n    name: "a"\n    type: "Data"\n  }\n'
+        '  op {\n    name: "b"\n    type: "T"\n'
+        '    input: "a:-1"\n    input: "a:0"\n    input: ""\n    input: "noindex"\n    input: "a:0x"\n  }\n}\n'
+    )
+    b = ge_io.read_model_text(text).root.nodes["b"]
+    # control inputs do not take a data slot; no ":" leaves the slot unconnected; the index is read like strtol
+    assert b.ctrl_inputs == ["a"]
+    assert b.inputs == [("a", 0), None, None, ("a", 0)]

@@ -158,6 +158,8 @@ def quote(value: str | bytes) -> str:
         if not _NEEDS_ESCAPE.search(value):
             return f'"{value}"'
         value = value.encode("utf-8", "surrogateescape")
+    elif not isinstance(value, (bytes, bytearray)):
+        return quote(str(value))  # a non-string stored where a string belongs: write its text
     return '"' + "".join([_BYTE_TEXT[b] for b in value]) + '"'
 
 
@@ -600,10 +602,10 @@ def _store_other(other: dict[str, Any], spec: tuple[int, str], name: str, v: Any
     elif kind == "msg":
         prev = other.get(name)
         other[name] = value if prev is None else prev + value  # repeated occurrences merge
-    elif value or value is False and name in other:
+    elif value:
         other[name] = value
     else:
-        other.pop(name, None)  # zero value: proto3 does not keep it
+        other.pop(name, None)  # zero value (last one wins): proto3 does not keep it
 
 
 def _attr_entry(t: list, field: str) -> tuple[str, Attr]:
@@ -858,19 +860,6 @@ def _tensor_desc_from_tree(t: list) -> TensorDesc:
     return TensorDesc(dtype, shape, layout, name, size, reuse_input, reuse_input_index, attrs, other, extra)
 
 
-def _split_input(s: str) -> tuple[str, int] | None:
-    """``"src:idx"`` -> (src, idx); ``""`` -> None."""
-    if not s:
-        return None
-    src, sep, idx = s.rpartition(":")
-    if not sep:
-        return (s, 0)
-    try:
-        return (src, int(idx))
-    except ValueError:
-        return (s, 0)
-
-
 def _node_from_tree(t: list) -> Node:
     node = Node("", "")
     node.id = 0
@@ -907,6 +896,9 @@ def _node_from_tree(t: list) -> Node:
     return node
 
 
+_LEADING_INT = re.compile(r"\s*[-+]?[0-9]+")
+
+
 def _set_inputs(node: Node, raw_inputs: list[str]) -> None:
     inputs = node.inputs
     for s in raw_inputs:
@@ -919,12 +911,19 @@ def _set_inputs(node: Node, raw_inputs: list[str]) -> None:
                 node.ctrl_inputs.append(src)
                 continue
             try:
-                inputs.append((src, int(idx)))
-                continue
+                num = int(idx)
             except ValueError:
-                pass
-        # No ":index" (or a non-numeric one): GE reads the whole string as the producer name, output 0.
-        inputs.append((s, 0))
+                # GE reads the index with strtol: leading digits, else 0.
+                m = _LEADING_INT.match(idx)
+                num = int(m.group()) if m else 0
+            if num == -1:
+                node.ctrl_inputs.append(src)
+            else:
+                inputs.append((src, num))
+            continue
+        # No ":" at all: GE's ParseNodeIndex rejects it, so the input slot stays unconnected (it still
+        # counts as a data input).
+        inputs.append(None)
 
 
 def _graph_from_tree(t: list) -> Graph:
