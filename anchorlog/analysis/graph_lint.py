@@ -46,10 +46,13 @@ def lint_relevant_nodes(model: Model) -> set[tuple[str, str]]:
     """Nodes whose input types the check can need (a demand set, as magic sets would compute): consumers of
     outputs with two or more consumer edges, and subgraph nodes fed directly by a Data (their types become the
     wrapper's)."""
+    from anchorlog.facts.relations import _ModelIndex
+
+    owned = _ModelIndex(model).owner
     keep: set[tuple[str, str]] = set()
     for g in model.graphs:
         g._ensure_index()
-        has_parent = g.parent_node is not None
+        has_parent = g.name in owned
         for (src, _o), users in (g._consumers or {}).items():
             if len(users) >= 2 or (has_parent and g.nodes[src].type == "Data" if src in g.nodes else False):
                 keep.update((g.name, c) for c, _k in users)

@@ -262,7 +262,7 @@ def ref_mapping(model: Model, graph: Graph | str | None = None) -> SymbolTable:
             a = (gr.name, n.name, "out", i)
             if a in m.a2s:
                 continue
-            refed = _ref_from_other(gr, n, i)
+            refed = _ref_from_other(gr, n, i, idx)
             if refed is not None and refed in m.a2s:
                 m.update(a, refed)
             r = ref_from_input(idx, gr, n, i)
@@ -316,7 +316,7 @@ def _used_outputs(gr: Graph) -> dict[str, int]:
     return used
 
 
-def _ref_from_other(gr: Graph, n: Node, i: int) -> Anchor | None:
+def _ref_from_other(gr: Graph, n: Node, i: int, idx: _ModelIndex) -> Anchor | None:
     """GE ``CheckIsRefFromOther``: an output aliasing a RefData (``ref_var_src_var_name`` on the output desc,
     RefData in the same graph), or a subgraph RefData aliasing the inner Data that controls it."""
     if i < len(n.output_desc):
@@ -325,7 +325,7 @@ def _ref_from_other(gr: Graph, n: Node, i: int) -> Anchor | None:
             tgt = gr.nodes.get(str(v))
             if tgt is not None and tgt.type == "RefData":
                 return (gr.name, tgt.name, "out", 0)
-    if n.type == "RefData" and gr.model is not None and gr.parent_node is not None:
+    if n.type == "RefData" and gr.name in idx.owner:
         for c in n.ctrl_inputs:
             d = gr.nodes.get(c)
             if d is not None and d.type == "Data" and PARENT_NODE_INDEX in d.attrs:
