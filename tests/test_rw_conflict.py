@@ -501,3 +501,69 @@ def test_explain_anchor_and_identity() -> None:
     assert "Identities inserted after it: c_Identity" in text
     text2 = explain(fresh, "id", options={})
     assert "RemoveNoUseIdentity" in text2 and "removed" in text2
+
+
+def test_ref_chain_back_to_single_use_root_data_keeps_buffer() -> None:
+    # GE TestMulRefNode2ScopeWriteNode: a ref chain to a single-use root Data may write the original buffer;
+    # one whose chain reaches a shared Data may not
+    b = GraphBuilder("g")
+    for n in ("d1", "d2", "d3"):
+        b.node(n, "Data")
+    b.node("ar", "HcomAllReduce", inputs=2)
+    b.attr("ar", "_input_mutable", True)
+    for name, a, c in (("m1", "d1", "d2"), ("m2", "m1", "d2"), ("m3", "d2", "d3")):
+        b.node(name, "Mul", inputs=2)
+        b.edge(a, 0, name, 0)
+        b.edge(c, 0, name, 1)
+        b.ref_op(name, {0: 0}, input_names=["ref", "value"], output_names=["ref"])
+    b.edge("m2", 0, "ar", 0)
+    b.edge("m3", 0, "ar", 1)
+    m = b.build()
+    handle_memory_rw_conflict(m)
+    assert feeder(m, "ar", 0) == "m2"
+    assert m.find_node(feeder(m, "ar", 1)).type == "Identity"
+
+
+def test_shared_root_data_to_scope_writes() -> None:
+    # GE TestData2ScopeWriteNode
+    b = GraphBuilder("g")
+    b.node("d1", "Data")
+    b.node("d2", "Data")
+    b.node("a1", "HcomAllReduce", inputs=1)
+    b.node("a2", "HcomAllReduce", inputs=2)
+    for a in ("a1", "a2"):
+        b.attr(a, "_input_mutable", True)
+    b.edge("d1", 0, "a1", 0)
+    b.edge("d1", 0, "a2", 0)
+    b.edge("d2", 0, "a2", 1)
+    m = b.build()
+    handle_memory_rw_conflict(m)
+    assert m.find_node(feeder(m, "a1")).type == "Identity"
+    assert m.find_node(feeder(m, "a2", 0)).type == "Identity"
+    assert feeder(m, "a2", 1) == "d2"
+
+
+def test_readonly_to_two_scope_write_nodes_both_copied() -> None:
+    # GE TestSoftread2MultiScopeWrite
+    b = GraphBuilder("g")
+    b.chain("d:Data", "mul:Mul", "a1:HcomAllReduce")
+    b.chain("mul", "a2:HcomAllReduce")
+    for a in ("a1", "a2"):
+        b.attr(a, "_input_mutable", True)
+    m = b.build()
+    handle_memory_rw_conflict(m)
+    assert m.find_node(feeder(m, "a1")).type == "Identity"
+    assert m.find_node(feeder(m, "a2")).type == "Identity"
+
+
+def test_identity_insert_before_moves_consumer_ctrl_inputs() -> None:
+    # GE testReadonlyScopeWriteConflict / testIdentiytSplit: InsertNodeBefore moves the consumer's control inputs
+    b = GraphBuilder("g")
+    b.chain("c:Const", "ar:HcomAllReduce")
+    b.node("k", "Const")
+    b.ctrl("k", "ar")
+    b.attr("ar", "_input_mutable", True)
+    m = b.build()
+    handle_memory_rw_conflict(m)
+    ident = m.find_node(feeder(m, "ar"))
+    assert ident.ctrl_inputs == ["k"] and "k" not in m.find_node("ar").ctrl_inputs
