@@ -118,6 +118,7 @@ def bench(model: Model, label: str, engine: str) -> dict:
         "marked": sum(v.marked for v in verdicts),
         "refreshes": an.refreshes,
         "pass_s": round(t1 - t0, 2),
+        **{f"{k}_s": round(v, 2) for k, v in an.timings.items()},
         "layout_s": round(t2 - t1, 2),
         "pieces": len(lay["nopad_piece"]),
     }

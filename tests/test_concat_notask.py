@@ -626,3 +626,9 @@ def test_explain_unknown_node():
         explain(m, "nope")
     with pytest.raises(AnchorlogError):
         explain(m, "p0")
+
+
+def test_model_without_concats_is_a_no_op():
+    m, _ = build(concat_type="ConcatV2")
+    an = ConcatNotaskAnalysis(m)
+    assert an.run() == [] and an.timings == {}

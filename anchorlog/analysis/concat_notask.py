@@ -26,11 +26,13 @@ Context flags (GE reads them from the graph; an anchorlog option can force them 
 from __future__ import annotations
 
 import gc
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from anchorlog.analysis import formats
+from anchorlog.analysis.explainers import register_explainer
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import AnchorlogError, OptionError
 from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
@@ -149,6 +151,7 @@ class ConcatNotaskAnalysis:
         self.skips: dict[str, str] = {}
         self.unknown: dict[str, str] = {}
         self.refreshes = 0
+        self.timings: dict[str, float] = {}  # seconds: python facts, fact database, rules, decisions
 
     # -- python-side facts -------------------------------------------------------------------------------
     def _single_op_scene(self, graph: Graph) -> bool:
@@ -311,11 +314,18 @@ class ConcatNotaskAnalysis:
     def _run(self, apply: bool) -> list[Verdict]:
         from anchorlog.facts.relations import FactDB
 
+        t0 = time.perf_counter()
+        if not any(n.type in TARGET_TYPES for n in self.model.all_nodes()):
+            return []  # nothing to decide: no facts to derive
         extra = self.extra_facts()
+        t1 = time.perf_counter()
         db = FactDB.from_model(self.model)
+        t2 = time.perf_counter()
         try:
             names = db.models[next(iter(db.models))]  # IR graph name -> fact graph name
             state = self._evaluate(db, self._qualify(extra, names))
+            t3 = time.perf_counter()
+            self.timings = {"python_facts": t1 - t0, "fact_db": t2 - t1, "rules": t3 - t2}
             verdicts: list[Verdict] = []
             for g in self.model.graphs:
                 gq = names.get(g.name, g.name)
@@ -349,6 +359,7 @@ class ConcatNotaskAnalysis:
                         v = self._rejection(g, n, fail, state["srcs"], gq)
                         v.already = already
                     verdicts.append(v)
+            self.timings["decisions"] = time.perf_counter() - t3
             return verdicts
         finally:
             db.close()
@@ -511,7 +522,10 @@ def _unmark(model: Model, name: str) -> None:
         return
 
 
-def explain(model: Model, name: str, options: dict[str, str] | None = None) -> str:
+@register_explainer(PASS_NAME, node_types=TARGET_TYPES)
+def explain(
+    model: Model, name: str, *, options: dict[str, str] | None = None, anchor: tuple[str, int] | None = None
+) -> str:
     """Why concat ``name`` is (or would be) marked no-task or rejected: the verdict, the first failing check in
     GE's order and the facts that decided it. The model is not changed (the pass runs on a copy)."""
     import copy
