@@ -233,7 +233,9 @@ def ref_from_var(a: AnchorRef, table: SymbolTable) -> Node | None:
     if s is None:
         return None
     d = out_desc(a.node, a.idx)
-    v = attr_str(d, REF_VAR_SRC_VAR_NAME) if d is not None else None
+    if d is None or REF_VAR_SRC_VAR_NAME not in d.attrs:
+        return None
+    v = attr_str(d, REF_VAR_SRC_VAR_NAME)
     if v is None:
         return None
     src = anchor_name(v, "out", 0)

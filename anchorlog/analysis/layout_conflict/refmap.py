@@ -142,13 +142,24 @@ class _Mapper:
         if node.type in ("Merge", "StreamMerge"):
             self.merge_input(node)
             return
+        a2s, s2a = self.t.a2s, self.t.s2a
+        nodes = g.nodes if g is not None else {}
+        inputs = node.inputs
         for k in range(n_in(node)):
-            peer = self.producer(node, k)
             cur = AnchorRef(node, "in", k)
-            if peer is None:
-                self.new_symbol(cur)
-            else:
-                self.update(cur, peer)
+            cname = f"{node.name}_in_{k}"
+            src = inputs[k] if k < len(inputs) else None
+            if src is None or src[0] not in nodes:
+                s2a[cname] = [cur]
+                a2s.setdefault(cname, cname)
+                continue
+            s = a2s.get(f"{src[0]}_out_{src[1]}")
+            old = a2s.get(cname)
+            if s is None or (old is not None and old != s):
+                self.update(cur, AnchorRef(nodes[src[0]], "out", src[1]))  # reports GE's failure
+            elif old is None:
+                s2a[s].append(cur)
+                a2s[cname] = s
 
     def parent(self, node: Node) -> Node:
         return self.index.owner[node.graph.name][1]  # type: ignore[union-attr]
@@ -227,7 +238,7 @@ class _Mapper:
         if g is None:
             return None
         d = node.output_desc[i] if i < len(node.output_desc) else None
-        v = attr_str(d, REF_VAR_SRC_VAR_NAME) if d is not None else None
+        v = attr_str(d, REF_VAR_SRC_VAR_NAME) if d is not None and REF_VAR_SRC_VAR_NAME in d.attrs else None
         if v and v in g.nodes and g.nodes[v].type == "RefData":
             return AnchorRef(g.nodes[v], "out", 0)
         if node.type == "RefData" and g.name in self.index.owner:
