@@ -315,3 +315,22 @@ def test_ge_attributes_for_adapted_ops():
     assert g.nodes["cast"].attr("dst_type") == 1  # ge::DT_FLOAT16
     gemm = g.nodes["gemm"]
     assert gemm.type == "MatMulV2" and gemm.attr("transpose_x2") is True and gemm.attr("transpose_x1") is False
+
+
+def test_imported_models_round_trip_through_ge_files(tmp_path, node_test_models):
+    ge_io = pytest.importorskip("anchorlog.facts.ge_io")
+    picked = [
+        p for n, p in node_test_models if n in ("test_if", "test_loop11", "test_scan9_sum", "test_gemm_default_no_bias")
+    ]
+    picked.append(_if_model())
+    for k, proto in enumerate(picked):
+        m = read_onnx(proto)
+        for suffix in (".pbtxt", ".pb"):
+            path = tmp_path / f"m{k}{suffix}"
+            ge_io.write_model(m, path)
+            back = ge_io.read_model(path)
+            assert [(g.name, [(n.name, n.type, n.inputs, n.subgraph_names) for n in g]) for g in back.graphs] == [
+                (g.name, [(n.name, n.type, n.inputs, n.subgraph_names) for n in g]) for g in m.graphs
+            ]
+            pni = [(n.name, n.attr("_parent_node_index")) for n in back.all_nodes()]
+            assert pni == [(n.name, n.attr("_parent_node_index")) for n in m.all_nodes()]
