@@ -632,3 +632,45 @@ def test_model_without_concats_is_a_no_op():
     m, _ = build(concat_type="ConcatV2")
     an = ConcatNotaskAnalysis(m)
     assert an.run() == [] and an.timings == {}
+
+
+# ------------------------------------------------------------------------------------ CLI and registry
+
+
+def test_registered_pass_reports_every_concat():
+    from anchorlog.analysis.registry import PassContext, run_passes
+
+    m, b = build()
+    b.chain("d7:Data", "p7:ReLU")
+    b.node("cat_bad:ConcatD", inputs=2)
+    b.edge("d7", 0, "cat_bad", 0)
+    b.edge("p7", 0, "cat_bad", 1)
+    g = m.root
+    g.nodes["cat_bad"].input_desc = [td([2, 16]), td([2, 16])]
+    report = run_passes(m, ["concat-notask"], PassContext())
+    sec = report["passes"][0]
+    assert sec["pass"] == "concat-notask" and sec["marked"] == 1 and sec["rejected"] == 1
+    bad = next(c for c in sec["concats"] if c["node"] == "cat_bad")
+    assert bad["check"] == "IsPreNodeTypeValid" and bad["input"] == 0
+    assert bad["facts"]["producer"] == "d7:0"
+    ok = next(c for c in sec["concats"] if c["node"] == "cat")
+    assert ok["marked"] and ok["facts"]["block"]["pieces"][1]["offset"] == 64
+
+
+def test_cli_optimize_and_explain(tmp_path, capsys):
+    import json
+
+    from anchorlog.cli import main
+    from anchorlog.facts.ge_io import read_model, write_model
+
+    m, _ = build()
+    src = tmp_path / "in.pbtxt"
+    write_model(m, src)
+    assert main(["explain", str(src), "cat"]) == 0
+    assert "marked no-task" in capsys.readouterr().out
+    out, rep = tmp_path / "out.pbtxt", tmp_path / "r.json"
+    assert main(["optimize", str(src), "--output", str(out), "--report", str(rep), "--passes", "concat-notask"]) == 0
+    m2 = read_model(out)
+    assert m2.find_node("cat").attr("_no_task") is True
+    assert m2.find_node("p1").output_desc[0].attr("can_reused_for_concat_optimize") is False
+    assert json.loads(rep.read_text())["passes"][0]["marked"] == 1

@@ -493,6 +493,9 @@ def run(model: Model, ctx: PassContext) -> dict:
     analysis = ConcatNotaskAnalysis(model, ctx.options, engine=ctx.engine)
     verdicts = analysis.run(apply=True)
     marked = [v for v in verdicts if v.marked]
+    # Later stages (memory simulator, sanitizer) read the no-padding blocks from here or from
+    # anchorlog.runtime.memory_layout.layout_facts(model).
+    ctx.state["concat_notask"] = {"marked": [(v.graph, v.node) for v in marked]}
     return {
         "marked": len(marked),
         "rejected": len(verdicts) - len(marked),
