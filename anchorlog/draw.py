@@ -221,6 +221,14 @@ def _dot_from(
                 lines.append(f"{indent}}}")
 
     emit_graph(graph, "  ")
+    # Subgraph nodes in the region whose owner fell outside it still get their cluster (at top level).
+    for g in graphs[1:]:
+        if g.name not in cluster_of and any((g.name, m) in ids for m in g.nodes):
+            cluster_of[g.name] = len(cluster_of)
+            lines.append(f"  subgraph cluster_{cluster_of[g.name]} {{")
+            lines.append(f"    label={_q(g.name)}; style=dashed; color=gray40;")
+            emit_graph(g, "    ")
+            lines.append("  }")
     for g in graphs:
         for n in g.nodes.values():
             dst = ids.get((g.name, n.name))

@@ -218,3 +218,15 @@ def test_cli_main_reports_missing_dot_in_one_line(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "apt-get install graphviz" in err
     assert not out.exists()
+
+
+def test_every_drawn_node_is_declared_even_without_its_owner():
+    m = generate_transformer(2, seed=4, partition_every=1)
+    sub = m.graphs[1].name
+    first_inner = next(iter(m.graphs[1].nodes))
+    for budget in (1, 2, 3, 6):
+        dot = draw.to_dot(m, highlight=[first_inner], max_nodes=budget)
+        declared = set(re.findall(r"^\s*(g\d+n\d+) \[label=", dot, re.M))
+        used = set(re.findall(r"(g\d+n\d+) -> ", dot)) | set(re.findall(r"-> (g\d+n\d+)", dot))
+        assert used <= declared and first_inner in _ids(dot)
+        assert f'label="{sub}"' in dot
