@@ -30,6 +30,9 @@ REAL_OPS = {
 # ---------------------------------------------------------------------------------------------------------
 # Structural comparison: every field of the IR, floats bit-exact (NaN equal to NaN)
 # ---------------------------------------------------------------------------------------------------------
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def canon(obj):
     if isinstance(obj, Model):
         return ("Model", obj.name, obj.version, obj.custom_version, [canon(g) for g in obj.graphs],
@@ -41,8 +44,11 @@ def canon(obj):
         return ("Node", obj.name, obj.type, canon(obj.inputs), list(obj.ctrl_inputs), canon(obj.attrs),
                 canon(obj.input_desc), canon(obj.output_desc), list(obj.subgraph_names), obj.id, obj.stream_id,
                 canon(obj.other), canon(obj.extra))  # fmt: skip
-    if dataclasses.is_dataclass(obj):
-        return (type(obj).__name__,) + tuple(canon(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    names = _FIELDS.get(type(obj))
+    if names is None and dataclasses.is_dataclass(obj):
+        names = _FIELDS[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
+    if names is not None:
+        return (type(obj).__name__,) + tuple(canon(getattr(obj, n)) for n in names)
     if isinstance(obj, dict):
         return ("dict", sorted((k, canon(v)) for k, v in obj.items()))
     if isinstance(obj, (list, tuple)):
@@ -58,7 +64,10 @@ def assert_same_model(a: Model, b: Model) -> None:
         assert list(ga.nodes) == list(gb.nodes), ga.name  # same ops, same order
         for name, na in ga.nodes.items():
             assert canon(na) == canon(gb.nodes[name]), f"{ga.name}/{name}"
-    assert canon(a) == canon(b)
+        assert (ga.input, ga.output) == (gb.input, gb.output)
+        assert canon((ga.attrs, ga.other, ga.extra)) == canon((gb.attrs, gb.other, gb.extra))
+    assert (a.name, a.version, a.custom_version) == (b.name, b.version, b.custom_version)
+    assert canon((a.attrs, a.other, a.extra)) == canon((b.attrs, b.other, b.extra))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -81,7 +90,7 @@ def test_real_dump_structural_round_trips(path):
     assert_same_model(model, via_binary)
 
 
-@pytest.mark.parametrize("path", REAL + CASES[:40], ids=lambda p: p.split("/")[-2] + "/" + os.path.basename(p))
+@pytest.mark.parametrize("path", REAL + CASES[:10], ids=lambda p: p.split("/")[-2] + "/" + os.path.basename(p))
 def test_matches_protobuf_text_format(path):
     """protobuf's own text parser and ours agree on every field (equal messages)."""
     original = open(path, encoding="utf-8").read()
@@ -194,7 +203,7 @@ def test_general_syntax():
 
 
 def test_fast_and_general_paths_agree():
-    printer_shaped = REAL + [p for p in CASES[:40]]
+    printer_shaped = REAL[-2:] + CASES[:20]
     checked = 0
     for path in printer_shaped:
         text = open(path, encoding="utf-8").read()
