@@ -143,13 +143,8 @@ def _load(source: Any):
         raise InputError(f"not an ONNX model ({first})", path) from None
     if not model.HasField("graph"):
         raise InputError("not an ONNX model (no graph)", path)
-    # External tensor data is loaded when it sits next to the file; missing data only loses constant values.
-    try:
-        from onnx.external_data_helper import load_external_data_for_model
-
-        load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-    except Exception:
-        pass
+    # Tensors stored as external data are not loaded: their Const keeps the descriptor only (big weights
+    # would be dropped by max_const_bytes anyway, and nothing outside the given file is opened).
     return model, path
 
 
