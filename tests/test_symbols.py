@@ -187,3 +187,30 @@ def test_datalog_agrees_with_replay_on_generated(seed: int) -> None:
     from anchorlog.facts.generate import generate_transformer
 
     check_datalog_agrees(generate_transformer(layers=1, seed=seed))
+
+
+def test_notask_concat_output_joins_input_zero_only() -> None:
+    b = GraphBuilder("g")
+    b.node("cc", "ConcatD", inputs=2)
+    b.chain("a:Data", "ra:ReLU", "cc")
+    b.chain("b2:Data", "rb:ReLU")
+    b.edge("rb", 0, "cc", 1)
+    b.chain("cc", "sink:ReLU")
+    for k in ("_no_task", "_no_padding_continuous_input", "_output_reuse_input"):
+        b.attr("cc", k, True)
+    m = b.build()
+    st = ref_mapping(m)
+    assert st.same(("g", "cc", "out", 0), ("g", "ra", "out", 0))
+    assert not st.same(("g", "cc", "out", 0), ("g", "rb", "out", 0))
+    check_datalog_agrees(m)
+
+
+def test_continuous_input_alone_joins_nothing() -> None:
+    b = GraphBuilder("g")
+    b.node("cc", "ConcatD", inputs=2)
+    b.chain("a:Data", "cc")
+    b.edge("a", 0, "cc", 1)
+    b.attr("cc", "continuous_input", True)
+    b.chain("cc", "sink:ReLU")
+    st = ref_mapping(b.build())
+    assert not st.same(("g", "cc", "out", 0), ("g", "a", "out", 0))
