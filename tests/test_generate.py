@@ -57,8 +57,10 @@ def test_node_kind_counts(layers, tp):
     assert c["If"] == 1
     # root NetOutput + one per If branch + one per PartitionedCall subgraph
     assert c["NetOutput"] == 1 + 2 + calls
-    assert c.get("HcomAllReduce", 0) == (2 * layers if tp > 1 else 0)
-    assert c.get("HcomAllGather", 0) == (1 if tp > 1 else 0)
+    # each of the 2 sums per layer is an AllReduce or a ReduceScatter + AllGather pair; one more AllGather at the end
+    sums = c.get("HcomAllReduce", 0) + c.get("HcomReduceScatter", 0)
+    assert sums == (2 * layers if tp > 1 else 0)
+    assert c.get("HcomAllGather", 0) == c.get("HcomReduceScatter", 0) + (1 if tp > 1 else 0)
     # after hidden_states, before each cache Assign, at each returned cache, before each AllReduce
     assert c["TensorMove"] == 1 + 2 * layers + 2 * layers + (2 * layers if tp > 1 else 0)
     assert c.get("SplitD", 0) + c.get("SplitVD", 0) >= 2 * layers
@@ -109,9 +111,15 @@ def test_descriptors_are_consistent_and_sized_like_ge():
 
 def test_ge_strings_for_hccl_and_assign():
     m = generate_transformer(2, seed=1, tp=4)
-    for n in m.root.nodes_of_type("HcomAllReduce", "HcomAllGather"):
+    hccl = m.root.nodes_of_type("HcomAllReduce", "HcomAllGather", "HcomReduceScatter")
+    assert hccl
+    for n in hccl:
         assert n.attr("_ge_attr_op_kernel_lib_name") == "ops_kernel_info_hccl"
         assert n.attr("group") == "hccl_world_group"
+    for n in m.root.nodes_of_type("HcomReduceScatter"):
+        (consumer, _), *_ = m.root.consumers(n.name, 0)
+        assert m.root.nodes[consumer].type == "HcomAllGather"
+        assert n.output_desc[0].shape[0] * 4 == n.input_desc[0].shape[0]
     for n in m.root.nodes_of_type("Assign"):
         assert n.attr("reference") is True
         assert n.attr("_input_name_key") == ["ref", "value"] and n.attr("_output_name_key") == ["ref"]
@@ -188,7 +196,7 @@ def test_generate_command_rejects_bad_options(tmp_path):
     assert not (tmp_path / "x.pbtxt").exists()
 
 
-EXAMPLE_ARGS = dict(layers=2, seed=1, tp=2, hidden=1024, seq=64, partition_every=2)
+EXAMPLE_ARGS = dict(layers=2, seed=6, tp=2, hidden=1024, seq=64, partition_every=2)
 
 
 def test_bundled_example_is_the_generator_output():

@@ -3,8 +3,8 @@
 :func:`generate_transformer` builds, deterministically for a seed, the kind of graph torchair/TF adapters hand
 to GE for a tensor-parallel decoder: RmsNorm/LayerNorm, MatMul projections, SplitD/SplitVD of fused QKV and
 gate/up weights, Reshape/Transpose of heads, rotary Mul/Add, BatchMatMul attention with Cast around Softmax,
-heads merged either by Transpose+Reshape or by SplitD + ConcatD/ConcatV2D, HcomAllReduce after row-parallel
-projections and HcomAllGather of vocabulary-parallel logits, KV-cache writes by ``Assign`` on ``Variable``
+heads merged either by Transpose+Reshape or by SplitD + ConcatD/ConcatV2D, HcomAllReduce (or HcomReduceScatter +
+HcomAllGather) after row-parallel projections and HcomAllGather of vocabulary-parallel logits, KV-cache writes by ``Assign`` on ``Variable``
 nodes, some MLPs wrapped in ``PartitionedCall`` subgraphs and the final norm chosen by an ``If``.
 
 TensorMove nodes sit where an adapter inserts them: after graph inputs it does not own, before in-place
@@ -387,17 +387,23 @@ class _TransformerGen:
         return b.op(name, "SplitVD", [x], outs, attrs)
 
     def allreduce(self, b: _Builder, name: str, x: Out) -> Out:
-        if (self.cfg.tp or 1) <= 1:
+        """Sum over the tensor-parallel ranks: one HcomAllReduce, or (sequence-parallel style, about one
+        site in four) HcomReduceScatter followed by HcomAllGather. HCCL writes its input in place, so the
+        adapter copies it first."""
+        tp = self.cfg.tp or 1
+        if tp <= 1:
             return x
         x = self.tm(b, f"{name}/tensor_move", x)
+        shape = list(x[0].output_desc[x[1]].shape or [])
+        common = {"group": HCCL_WORLD_GROUP, "_ge_attr_op_kernel_lib_name": HCCL_KERNEL_LIB}
+        if self.rng.random() < 0.25 and shape and shape[0] % tp == 0:
+            part = [shape[0] // tp] + shape[1:]
+            rs_attrs = {"reduction": "sum", "rank_size": tp, "fusion": 0, **common}
+            rs = b.op(f"{name}/reduce_scatter", "HcomReduceScatter", [x], [self.d(part)], rs_attrs)
+            ag_attrs = {"rank_size": tp, "fusion": 0, **common}
+            return (b.op(f"{name}/all_gather", "HcomAllGather", [(rs, 0)], [self.d(shape)], ag_attrs), 0)
         desc = copy_desc(x[0].output_desc[x[1]], self.pool)
-        attrs = {
-            "reduction": "sum",
-            "group": HCCL_WORLD_GROUP,
-            "fusion": 1,
-            "fusion_id": -1,
-            "_ge_attr_op_kernel_lib_name": HCCL_KERNEL_LIB,
-        }
+        attrs = {"reduction": "sum", "fusion": 1, "fusion_id": -1, **common}
         return (b.op(name, "HcomAllReduce", [x], [desc], attrs), 0)
 
     # -- structure ---------------------------------------------------------------------------------------
