@@ -1613,12 +1613,13 @@ def _read_model_bytes(data: bytes, source: str, validate: bool) -> Model:
         msg.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
         raise InputError(f"not a binary GE model (ge.proto.ModelDef): {e}", source) from None
-    # Unknown fields anywhere? Compare sizes with a copy that drops them (cheap: both run in C).
-    size = msg.ByteSize()
+    # Unknown fields anywhere? A second parse without them re-serializes to fewer bytes (all in C). A
+    # non-canonical encoding can also change the size: then we only look closer than needed.
     probe = pb.ModelDef()
-    probe.CopyFrom(msg)
+    probe.ParseFromString(data)
     probe.DiscardUnknownFields()
-    reader = _MsgReader(keep_unknown=probe.ByteSize() != size)
+    reader = _MsgReader(keep_unknown=probe.ByteSize() != len(data))
+    del probe
     try:
         model = reader.model(msg)
     except (_TreeError, UnicodeDecodeError) as e:
@@ -1688,53 +1689,84 @@ class _MsgReader:
         return g
 
     def node(self, msg) -> Node:
-        n = Node(msg.name, msg.type)
-        n.id = msg.id
-        n.stream_id = msg.stream_id
-        _set_inputs(n, msg.input)
-        self.attr_map(msg.attr, n.attrs)
-        n.input_desc = [self.tensor_desc(t) for t in msg.input_desc]
-        n.output_desc = [self.tensor_desc(t) for t in msg.output_desc]
-        n.subgraph_names = list(msg.subgraph_name)
+        n = Node("", "")
+        n.id = 0
+        n.stream_id = 0
+        other = n.other
+        # One ListFields() call yields exactly the fields that are set, in number order (cheaper than
+        # asking upb for every field).
         for fd, value in msg.ListFields():
             name = fd.name
-            spec = OP_OTHER.get(name)
-            if spec is None:
-                continue
-            if spec[1] == "msg":
-                n.other[name] = _msg_to_tree(value)
-            elif spec[1].startswith("*"):
-                n.other[name] = list(value)
+            if name == "attr":
+                self.attr_map(value, n.attrs)
+            elif name == "input_desc":
+                n.input_desc = [self.tensor_desc(t) for t in value]
+            elif name == "output_desc":
+                n.output_desc = [self.tensor_desc(t) for t in value]
+            elif name == "input":
+                _set_inputs(n, value)
+            elif name == "name":
+                n.name = value
+            elif name == "type":
+                n.type = value
+            elif name == "id":
+                n.id = value
+            elif name == "stream_id":
+                n.stream_id = value
+            elif name == "subgraph_name":
+                n.subgraph_names = list(value)
             else:
-                n.other[name] = value
-        self.unknown(msg, n.extra)
+                kind = OP_OTHER[name][1]
+                if kind == "msg":
+                    other[name] = _msg_to_tree(value)
+                elif kind[0] == "*":
+                    other[name] = list(value)
+                else:
+                    other[name] = value
+        if self.keep_unknown:
+            self.unknown(msg, n.extra)
         return n
 
     def tensor_desc(self, msg) -> TensorDesc:
-        dt = msg.dtype
-        td = TensorDesc(
-            dtype=DATA_TYPES[dt] if 0 <= dt < len(DATA_TYPES) else str(dt),
-            shape=list(msg.shape.dim) if msg.HasField("shape") else None,
-            layout=msg.layout,
-            name=msg.name,
-            size=msg.size,
-            reuse_input=msg.reuse_input,
-            reuse_input_index=msg.reuse_input_index,
-        )
-        self.attr_map(msg.attr, td.attrs)
+        dtype = "DT_UNDEFINED"
+        shape = None
+        layout = name = ""
+        size = reuse_input_index = 0
+        reuse_input = False
+        attrs: dict[str, Attr] = {}
+        other: dict[str, Any] = {}
         for fd, value in msg.ListFields():
-            spec = TD_OTHER.get(fd.name)
-            if spec is None:
-                continue
-            td.other[fd.name] = _msg_to_tree(value) if spec[1] == "msg" else value
-        self.unknown(msg, td.extra)
-        return td
+            k = fd.name
+            if k == "attr":
+                self.attr_map(value, attrs)
+            elif k == "dtype":
+                dtype = DATA_TYPES[value] if 0 <= value < len(DATA_TYPES) else str(value)
+            elif k == "shape":
+                shape = list(value.dim)
+            elif k == "layout":
+                layout = value
+            elif k == "size":
+                size = value
+            elif k == "name":
+                name = value
+            elif k == "reuse_input":
+                reuse_input = value
+            elif k == "reuse_input_index":
+                reuse_input_index = value
+            else:
+                other[k] = _msg_to_tree(value) if TD_OTHER[k][1] == "msg" else value
+        extra: list = []
+        if self.keep_unknown:
+            self.unknown(msg, extra)
+        return TensorDesc(dtype, shape, layout, name, size, reuse_input, reuse_input_index, attrs, other, extra)
 
     def attr_map(self, field, attrs: dict[str, Attr]) -> None:
         if not field:
             return
-        for key in sorted(field, key=_map_key_order):
-            attrs[key] = self.attr(field[key])
+        # protobuf orders map entries by key bytes; for UTF-8 that is code point order
+        attr = self.attr
+        for key in sorted(field):
+            attrs[key] = attr(field[key])
 
     def attr(self, msg) -> Attr:
         kind = msg.WhichOneof("value")
@@ -1908,6 +1940,7 @@ def read_model(path: str | os.PathLike) -> Model:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"not UTF-8 text (byte {e.start}); binary models need the .pb suffix", path) from None
+    del data  # large dumps: do not hold the bytes and the text at once
     return read_model_text(text, path)
 
 
