@@ -36,6 +36,7 @@ def build_parser(debug: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     import anchorlog.commands as pkg
 
@@ -61,6 +62,15 @@ def build_parser(debug: bool = False) -> argparse.ArgumentParser:
             except argparse.ArgumentError:
                 pass  # the command defines the flag itself
     return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("anchorlog")
+    except Exception:  # not installed as a distribution (running from a source tree)
+        return "unknown"
 
 
 def progress_printer(args: argparse.Namespace):

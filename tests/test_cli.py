@@ -177,3 +177,8 @@ def test_console_script_entry_point(tmp_path):
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: /nonexistent.pbtxt: no such file"]
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("anchorlog ")
