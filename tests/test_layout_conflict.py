@@ -835,3 +835,53 @@ def test_explain_anchor_names_symbol_attributes_and_rule():
     assert "IMMUTABLE_ADDRESS_OUTPUT" in text and "USER_MEMORY_OUTPUT" in text
     assert "user_out_and_immutable_out_checker" in text
     assert m.num_nodes() == 2  # explain works on a copy
+
+
+def test_continuous_out_and_continuous_out_not_cascaded_no_conflict():
+    # two continuous-output nodes reuse the same producer: they share a symbol but neither feeds the other
+    b = GraphBuilder("g")
+    b.node("s1", "Split", outputs=2)
+    b.node("s2", "Split", outputs=2)
+    b.chain("x:ReLU", "s1")
+    b.chain("x", "s2")
+    b.reuse_input("s1", 0, 0)
+    b.reuse_input("s2", 0, 0)
+    b.attr("s1", "continuous_output", True)
+    b.attr("s2", "continuous_output", True)
+    table, marks, found = analyse(b.build())
+    assert table.a2s["s1_out_0"] == table.a2s["s2_out_0"]
+    assert not found
+
+
+def test_user_in_and_nopadding_in_same_real_input_skipped():
+    b = GraphBuilder("g")
+    b.node("pc", "PhonyConcat", inputs=2)
+    b.chain("d:Data", "s0:Assign")
+    b.chain("d", "s1:Assign")
+    b.ref_op("s0", {0: 0})
+    b.ref_op("s1", {0: 0})
+    b.chain("s0", (0, 0), "pc")
+    b.chain("s1", (0, 1), "pc")
+    b.attr("pc", "_no_padding_continuous_input", True)
+    assert not analyse(b.build())[2]
+    # different real inputs: the Data output gets the Identity
+    b2 = GraphBuilder("g")
+    b2.node("pc", "PhonyConcat", inputs=2)
+    b2.chain("d:Data", (0, 0), "pc")
+    b2.chain("x:ReLU", (0, 1), "pc")
+    b2.attr("pc", "_no_padding_continuous_input", True)
+    found = analyse(b2.build())[2]
+    assert set(found) == {"d_out_0"} and "user_in_and_continuous_in_out_checker" in found["d_out_0"]
+
+
+def test_immutable_out_and_rts_out_assign_special_case():
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "assign:Assign")
+    b.chain("k:Const", (0, 1), "assign")
+    b.ref_op("assign", {0: 0})
+    b.chain("assign", "h:HcomBroadcast", "r:ReLU")
+    b.ref_op("h", {0: 0})
+    b.attr("h", "_output_memory_type", [P2P])
+    found = analyse(b.build())[2]
+    # the Identity goes between the Assign and the ref node, not after the Variable
+    assert "h_in_0" in found and "v_out_0" not in found
