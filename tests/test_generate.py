@@ -8,6 +8,8 @@ from importlib import resources
 
 import pytest
 from _model_checks import check_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anchorlog.facts.generate import count_types, ge_memory_size, generate_transformer, nz_shape
 
@@ -226,3 +228,34 @@ def test_more_bad_options():
             generate_transformer(1, seed=0, **kwargs)
     with pytest.raises(ValueError):
         generate_transformer(0, seed=0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    layers=st.integers(1, 5),
+    seed=st.integers(0, 10_000),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    partition_every=st.integers(0, 3),
+    with_if=st.booleans(),
+    tensor_moves=st.booleans(),
+)
+def test_any_configuration_is_valid(layers, seed, tp, partition_every, with_if, tensor_moves):
+    m = generate_transformer(
+        layers,
+        seed=seed,
+        tp=tp,
+        hidden=1024,
+        seq=32,
+        partition_every=partition_every,
+        with_if=with_if,
+        tensor_moves=tensor_moves,
+    )
+    check_model(m)
+    c = count_types(m)
+    assert c["Assign"] == 2 * layers and c["NetOutput"] == len(m.graphs)
+    assert (c.get("TensorMove", 0) > 0) == tensor_moves
+    for g in m.graphs:
+        for n in g.nodes.values():
+            for i, a in enumerate(n.inputs):
+                src = g.nodes[a[0]].output_desc[a[1]]
+                assert (src.dtype, src.shape) == (n.input_desc[i].dtype, n.input_desc[i].shape)
