@@ -70,7 +70,7 @@ def test_bad_text_input_cli(case, tmp_path, capsys, monkeypatch):
     assert not out.exists()
     report = tmp_path / "r.json"
     assert (
-        main(["-q", "optimize", str(path), "--output", str(out), "--report", str(report), "--passes", "test-noop"]) == 2
+        main(["optimize", str(path), "--output", str(out), "--report", str(report), "--passes", "test-noop"]) == 2
     )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected.replace("<f>", str(path)) in err

@@ -108,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         say(f"[{time.perf_counter() - t0:6.1f}s] {msg}")
 
-    progress(f"reading {args.input}")
+    # (no progress line before the input is read: bad input must give exactly one line on stderr)
     model = ge_io.read_any(args.input)
     nodes_before = model.num_nodes()
-    progress(f"{nodes_before} nodes in {len(model.graphs)} graph(s); passes: {', '.join(names)}")
+    progress(f"read {args.input}: {nodes_before} nodes in {len(model.graphs)} graph(s); passes: {', '.join(names)}")
     ctx = registry.PassContext(options=options, engine=args.engine, progress=progress)
     ctx.report.setdefault("passes", [])
     ctx.report.setdefault("lint", [])
