@@ -1,0 +1,138 @@
+"""Invariants of the fact relations on random builder graphs (hypothesis) and on GE's real graph dumps:
+every relation agrees with the IR it came from, and the SQLite tables equal the derived rows."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anchorlog.facts.builder import GraphBuilder
+from anchorlog.facts.graph import Model
+from anchorlog.facts.relations import COLUMNS, RELATIONS, FactDB, tables_from_model
+
+TYPES = ["Data", "ReLU", "Add", "Reshape", "Merge", "TensorMove", "Const", "Concat", "Identity"]
+
+
+@st.composite
+def random_models(draw) -> Model:
+    """A DAG of up to 12 ops in a root graph (edges only from earlier to later ops), some control edges, some
+    reuse flags, optionally a While owning a body subgraph with parent indexes."""
+    n = draw(st.integers(1, 12))
+    b = GraphBuilder("root", model_name="rnd")
+    names = []
+    for i in range(n):
+        t = draw(st.sampled_from(TYPES))
+        name = f"n{i}"
+        b.node(f"{name}:{t}")
+        names.append(name)
+        if i and t not in ("Data", "Const"):
+            for _ in range(draw(st.integers(0, 3))):
+                src = names[draw(st.integers(0, i - 1))]
+                b.edge(src, draw(st.integers(0, 1)), name, None)
+        if i and draw(st.booleans()):
+            b.ctrl(names[draw(st.integers(0, i - 1))], name)
+        if draw(st.integers(0, 4)) == 0:
+            node = b.graph.node(name)
+            if node.num_inputs:
+                b.reuse_input(name, 0, draw(st.integers(0, node.num_inputs - 1)))
+    if draw(st.booleans()):
+        b.node("w:While", inputs=2, outputs=2)
+        b.edge(names[0], 0, "w", 0)
+        body = b.subgraph("body", owner="w", index=1)
+        body.data("bx", 0)
+        body.data("by", 1)
+        body.chain("bx", "bz:Add")
+        body.chain("by", "bz")
+        body.output("bz", 0)
+        body.output("by", 1)
+    return b.build()
+
+
+def check_against_ir(model: Model, db: FactDB) -> None:
+    rows = {rel: db.rows(rel) for rel in RELATIONS}
+    # SQLite holds exactly the derived rows, in derivation order
+    derived = tables_from_model(model, next(iter(db.models)))
+    for rel in RELATIONS:
+        assert rows[rel] == derived[rel], rel
+    nodes = {(r[0], r[1]): r[2] for r in rows["node"]}
+    assert len(nodes) == model.num_nodes() == len(rows["node_prop"])
+    assert {r[0] for r in rows["graph"]} == {g.name for g in model.graphs}
+    # edges: both ends exist; each input has at most one producer; counts as in the IR
+    seen_inputs = set()
+    n_out = {(r[0], r[1]): r[6] for r in rows["node_prop"]}
+    for g, src, so, dst, di in rows["data_edge"]:
+        assert (g, dst) in nodes and (g, src) in nodes
+        assert 0 <= so < n_out[(g, src)]
+        assert (g, dst, di) not in seen_inputs
+        seen_inputs.add((g, dst, di))
+    assert len(rows["data_edge"]) == sum(len(list(gr.data_edges())) for gr in model.graphs)
+    assert len(rows["ctrl_edge"]) == sum(len(list(gr.ctrl_edges())) for gr in model.graphs)
+    # in_anchor.connected agrees with data_edge; anchor counts agree with node_prop
+    connected = {(r[0], r[1], r[2]) for r in rows["in_anchor"] if r[3] == 1}
+    assert connected == seen_inputs
+    props = {(r[0], r[1]): r for r in rows["node_prop"]}
+    n_in_rows: dict[tuple, int] = {}
+    for r in rows["in_anchor"]:
+        n_in_rows[(r[0], r[1])] = n_in_rows.get((r[0], r[1]), 0) + 1
+    n_out_rows: dict[tuple, int] = {}
+    for r in rows["out_anchor"]:
+        n_out_rows[(r[0], r[1])] = n_out_rows.get((r[0], r[1]), 0) + 1
+    for key, p in props.items():
+        assert n_in_rows.get(key, 0) == p[5] and n_out_rows.get(key, 0) == p[6]
+    # ref_io: one row per output at most, on an existing output
+    outs = {(r[0], r[1], r[2]) for r in rows["out_anchor"]}
+    refs = [(r[0], r[1], r[2]) for r in rows["ref_io"]]
+    assert len(refs) == len(set(refs)) and set(refs) <= outs
+    # parent links point at existing owners and anchors
+    for sub, d, pg, pn, k in rows["parent_in"]:
+        assert (sub, d) in nodes and (pg, pn) in nodes
+        assert 0 <= k < props[(pg, pn)][5]
+        assert (pg, pn, sub) in {(r[0], r[1], r[3]) for r in rows["subgraph"]}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_models())
+def test_random_graphs_facts_agree_with_ir(model):
+    db = FactDB.from_model(model)
+    check_against_ir(model, db)
+    frames = db.frames()
+    for rel in RELATIONS:
+        assert [tuple(r) for r in frames[rel].itertuples(index=False)] == db.rows(rel)
+        assert tuple(frames[rel].columns) == COLUMNS[rel]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_models())
+def test_refresh_after_random_edit_equals_fresh_derivation(model):
+    db = FactDB.from_model(model)
+    root = model.root
+    victim = list(root.nodes)[-1]
+    if root.node(victim).subgraph_names:
+        return
+    root.remove_node(victim)
+    db.refresh_graph(root)
+    fresh = FactDB.from_model(model)
+    for rel in RELATIONS:
+        assert sorted(db.rows(rel), key=repr) == sorted(fresh.rows(rel), key=repr), rel
+
+
+REAL = sorted(glob.glob("/work/shared/real-graphs/*.txt"))
+
+
+@pytest.mark.skipif(not REAL, reason="real GE dumps not available")
+@pytest.mark.parametrize("path", REAL, ids=os.path.basename)
+def test_real_graph_facts_agree_with_ir(path):
+    from anchorlog.facts import ge_io
+
+    model = ge_io.read_model(path)
+    db = FactDB.from_model(model)
+    check_against_ir(model, db)
+    # every op attr and tensor attr of the dump is a fact
+    assert db.count("node_attr") == sum(len(n.attrs) for n in model.all_nodes())
+    assert db.count("tensor_attr") == sum(
+        len(td.attrs) for n in model.all_nodes() for td in n.input_desc + n.output_desc
+    )
