@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import re
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -414,6 +415,8 @@ class TensorMoveDecider:
         # An initialisation that fails leaves GE's pass in its un-initialised state (has_symbol_table_ stays
         # false; the RW caches stay empty); the report says so.
         self.rw_state = "not run"
+        self.timings: dict[str, float] = {}
+        t0 = time.perf_counter()
         n_before = model.num_nodes()
         rw: RWTypes | None = None
         if mode in ("full", "rw"):
@@ -426,6 +429,8 @@ class TensorMoveDecider:
         self.rw_inserted = model.num_nodes() - n_before
         if self.rw_inserted:  # priming inserted identities before subgraph NetOutputs
             self.view = ModelView(model)
+        t1 = time.perf_counter()
+        self.timings["rw_init_s"] = round(t1 - t0, 3)
         self.symbols: TMSymbols | None = None
         self.symbol_state = "not built"
         if mode in ("full", "symbols"):
@@ -435,6 +440,7 @@ class TensorMoveDecider:
             except AnchorlogError as err:
                 self.symbol_state = f"failed ({err}); layout rule skipped"
         self.layout = LayoutCheck(model, options) if self.symbols is not None else None
+        self.timings["symbol_table_s"] = round(time.perf_counter() - t1, 3)
         self.cached_paths: dict[tuple[str, str], list[PathStep]] = dict(cached_paths or {})
         self.deleted: set[tuple[str, str]] = set()
         self.verdicts: dict[tuple[str, str], Verdict] = {}
@@ -995,7 +1001,9 @@ def _run_tensor_move_delete(
         }
     _validate_reuse_options(options)
     mode = _mode(options)
+    t_rules = time.perf_counter()
     cached = paths_from_facts(derive_facts(model, engine=engine, outputs=PASS_OUTPUTS)) if use_rules else {}
+    rules_s = round(time.perf_counter() - t_rules, 3)
     decider = TensorMoveDecider(model, options, mode=mode, cached_paths=cached)
     order: list[tuple[str, str]] = []
 
@@ -1010,8 +1018,10 @@ def _run_tensor_move_delete(
             return ins + outs
         return None
 
+    t_walk = time.perf_counter()
     if model.graphs:
         run_gepass(model, model.graphs[0], visit)
+    decider.timings["walk_and_decide_s"] = round(time.perf_counter() - t_walk, 3)
     # TensorMoves the walk never reached (e.g. in a subgraph no node owns) are reported as not visited.
     tms = []
     for g in model.graphs:
@@ -1044,6 +1054,7 @@ def _run_tensor_move_delete(
         "ctrl_edges_added": ctrl,
         "identities_inserted_by_rw_init": decider.rw_inserted,
         "retraced": decider.retraced,
+        "timings": {"rules_s": rules_s, **decider.timings},
         "tensor_moves": report_tms,
     }
 
