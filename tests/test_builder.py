@@ -240,3 +240,21 @@ def test_cli_facts_errors_leave_no_output(tmp_path):
     bad.write_text("graph { op { name: ")
     res = _cli("facts", str(bad), "--db", str(out))
     assert res.returncode == 2 and not out.exists()
+
+
+def test_cli_facts_relations_option(tmp_path):
+    from anchorlog.facts import ge_io
+
+    b = GraphBuilder("g", model_name="m")
+    b.chain("d:Data", "r:ReLU", "o:NetOutput")
+    src = tmp_path / "m.pbtxt"
+    ge_io.write_model(b.build(), src)
+    out = tmp_path / "f.sqlite"
+    res = _cli("facts", str(src), "--db", str(out), "--relations", "node,data_edge", "-q")
+    assert res.returncode == 0, res.stderr
+    conn = sqlite3.connect(out)
+    assert conn.execute("SELECT COUNT(*) FROM node").fetchone()[0] == 3
+    assert conn.execute("SELECT COUNT(*) FROM node_attr").fetchone()[0] == 0
+    conn.close()
+    res = _cli("facts", str(src), "--db", str(out), "--relations", "nodes")
+    assert res.returncode == 2 and "nodes" in res.stderr

@@ -29,6 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="model name for the facts (once per input, in order; default: the model's name, else the file stem)",
     )
+    p.add_argument(
+        "--relations",
+        metavar="REL,REL",
+        help="derive only these relations (comma-separated; the other tables exist but stay empty)",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,10 +48,16 @@ def run(args: argparse.Namespace) -> int:
     from anchorlog.cli import progress_printer
     from anchorlog.errors import AnchorlogError, InputError, OptionError
     from anchorlog.facts import ge_io
-    from anchorlog.facts.relations import FactDB
+    from anchorlog.facts.relations import RELATIONS, FactDB
     from anchorlog.fileutil import check_writable
 
     names = args.name or []
+    relations = None
+    if args.relations:
+        relations = [r.strip() for r in args.relations.split(",") if r.strip()]
+        unknown = [r for r in relations if r not in RELATIONS]
+        if unknown:
+            raise OptionError(f"--relations: unknown relation {unknown[0]!r} (known: {', '.join(RELATIONS)})")
     if names and len(names) != len(args.inputs):
         raise OptionError(f"--name given {len(names)} time(s) for {len(args.inputs)} input(s)")
     out = args.db
@@ -62,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         for i, path in enumerate(args.inputs):
             model = ge_io.read_any(path)
             want = names[i] if names else _model_name(model.name, path)
-            used = db.add_model(model, name=want)
+            used = db.add_model(model, name=want, relations=relations)
             progress(f"{path}: model {used!r}, {model.num_nodes()} nodes in {len(model.graphs)} graph(s)")
         counts = {rel: db.count(rel) for rel in db.relations()}
         db.close()

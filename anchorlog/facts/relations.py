@@ -800,10 +800,12 @@ class FactDB:
 
     def add_model(self, model: Model, name: str | None = None, *, relations: Iterable[str] | None = None) -> str:
         """Add ``model``'s facts; returns the model name used (made unique within the database).
-        ``relations``: derive only these (remembered for :meth:`replace_model` / :meth:`refresh_graph`)."""
+        ``relations``: derive only these, plus ``graph`` (remembered for :meth:`replace_model` /
+        :meth:`refresh_graph`)."""
         mname = self._unique_model_name(name if name is not None else (model.name or "model"))
         qual = self.fact_graph_names(model, mname)
-        want = _wanted(relations)
+        # the graph table is always kept: it says which model owns which graph
+        want = _wanted(relations) | {"graph"}
         tables = tables_from_model(model, mname, graph_names=qual, relations=want, include_op_class=False)
         self.models[mname] = qual
         self._model_relations[mname] = want
