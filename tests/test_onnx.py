@@ -334,3 +334,49 @@ def test_imported_models_round_trip_through_ge_files(tmp_path, node_test_models)
             ]
             pni = [(n.name, n.attr("_parent_node_index")) for n in back.all_nodes()]
             assert pni == [(n.name, n.attr("_parent_node_index")) for n in m.all_nodes()]
+
+
+def test_local_functions_become_partitioned_calls():
+    inner = helper.make_function(
+        "custom",
+        "Act",
+        ["a"],
+        ["b"],
+        [helper.make_node("Relu", ["a"], ["b"], name="act_relu")],
+        [helper.make_opsetid("", 17)],
+    )
+    outer = helper.make_function(
+        "custom",
+        "Block",
+        ["x", "w"],
+        ["y"],
+        [
+            helper.make_node("Add", ["x", "w"], ["s"], name="block_add"),
+            helper.make_node("Act", ["s"], ["y"], domain="custom", name="block_act"),
+        ],
+        [helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)],
+    )
+    nodes = [
+        helper.make_node("Block", ["x", "x"], ["h"], domain="custom", name="call1"),
+        helper.make_node("Block", ["h", "x"], ["y"], domain="custom", name="call2"),
+    ]
+    graph = helper.make_graph(nodes, "g", [_vi("x")], [_vi("y")])
+    proto = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)], functions=[inner, outer]
+    )
+    m = read_onnx(proto)
+    check_model(m)
+    for call in ("call1", "call2"):
+        node = m.root.nodes[call]
+        assert node.type == "PartitionedCall" and node.attr("_onnx_op_type") == "Block"
+        (sub_name,) = node.subgraph_names
+        sub = m.graph(sub_name)
+        assert sorted(n.attr("_parent_node_index") for n in sub.nodes_of_type("Data")) == [0, 1]
+        inner_call = next(n for n in sub if n.type == "PartitionedCall")
+        assert inner_call.attr("_onnx_op_type") == "Act"
+        inner_g = m.graph(inner_call.subgraph_names[0])
+        assert [n.type for n in inner_g] == ["Data", "ReLU", "NetOutput"]
+        (net,) = inner_g.nodes_of_type("NetOutput")
+        assert net.input_desc[0].attr("_parent_node_index") == 0
+    # each call owns its own copy of the body
+    assert len(m.graphs) == 1 + 2 * 2

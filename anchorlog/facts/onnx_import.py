@@ -197,6 +197,9 @@ class _Importer:
         self.graph_names: set[str] = set()
         self.model = Model(proto.graph.name or "onnx_model")
         self.opset = {o.domain: o.version for o in proto.opset_import}
+        # Model-local functions: a call becomes a PartitionedCall owning a copy of the function body.
+        self.functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in proto.functions}
+        self.calling: list[tuple[str, str, str]] = []  # functions being expanded (ONNX forbids recursion)
 
     def unique(self, base: str) -> str:
         base = base or "node"
@@ -447,6 +450,13 @@ class _Importer:
                 conv = self.convert_attr(a)
                 if conv is not None:
                     node.attrs[a.name] = conv
+        fkey = (np_.domain, op_type, getattr(np_, "overload", ""))
+        function = self.functions.get(fkey) if fkey not in self.calling else None
+        if function is not None:
+            node.type = "PartitionedCall"
+            node.set_attr("_onnx_op_type", op_type)
+            node.set_attr("_onnx_domain", np_.domain)
+            bodies.append(("function", self.function_graph(function)))
         if op_type == "If":
             # GE's If convention: subgraph 0 is the then-branch, 1 the else-branch (ONNX stores attributes
             # sorted by name, so else_branch usually comes first).
@@ -456,8 +466,31 @@ class _Importer:
             self.constant_value(node)
         elif np_.domain in ("", "ai.onnx"):
             self.adapt(scope, node, op_type)
-        if bodies:
+        if function is not None:
+            self.calling.append(fkey)
+            try:
+                self.convert_bodies(scope, node, "PartitionedCall", bodies)
+            finally:
+                self.calling.pop()
+        elif bodies:
             self.convert_bodies(scope, node, op_type, bodies)
+
+    def function_graph(self, function: Any) -> Any:
+        """A FunctionProto as a GraphProto: formal inputs/outputs by name (types unknown unless declared)."""
+        from onnx import helper
+
+        declared = {vi.name: vi for vi in getattr(function, "value_info", [])}
+
+        def vi(name: str):
+            return declared.get(name) or helper.make_empty_tensor_value_info(name)
+
+        return helper.make_graph(
+            list(function.node),
+            function.name,
+            [vi(n) for n in function.input],
+            [vi(n) for n in function.output],
+            value_info=[v for n, v in declared.items() if n not in function.input and n not in function.output],
+        )
 
     def default_opset(self) -> int:
         return self.opset.get("", self.opset.get("ai.onnx", 0))
@@ -551,6 +584,8 @@ class _Importer:
         for attr_name, body in bodies:
             gname = self.unique_graph(f"{node.name}_{attr_name}")
             formal, outputs = self.body_parent_indexes(op_type, node, body, n_explicit)
+            # An optional owner input left empty feeds nothing: its formal input gets no parent index.
+            formal = [k if k is not None and node.inputs[k] is not None else None for k in formal]
             sub = self.convert_graph(body, gname, scope, formal)
             node.subgraph_names.append(gname)
             subs.append((sub, outputs))
