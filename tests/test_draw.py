@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from anchorlog import draw
-from anchorlog.errors import AnchorlogError, InputError
+from anchorlog.errors import AnchorlogError, InputError, OptionError
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
 
@@ -230,3 +230,48 @@ def test_every_drawn_node_is_declared_even_without_its_owner():
         used = set(re.findall(r"(g\d+n\d+) -> ", dot)) | set(re.findall(r"-> (g\d+n\d+)", dot))
         assert used <= declared and first_inner in _ids(dot)
         assert f'label="{sub}"' in dot
+
+
+def test_draw_command_diff(tmp_path):
+    ge_io = pytest.importorskip("anchorlog.facts.ge_io")
+    before = generate_transformer(1, seed=2, tp=1)
+    after = copy.deepcopy(before)
+    g = after.root
+    tm = "hidden_states/tensor_move"
+    src = g.nodes[tm].inputs[0]
+    for dst, i in g.consumers(tm, 0):
+        g.connect(src[0], src[1], dst, i)
+    g.remove_node(tm)
+    ge_io.write_model(before, tmp_path / "before.pbtxt")
+    ge_io.write_model(after, tmp_path / "after.pbtxt")
+    out = tmp_path / "d.dot"
+    assert (
+        _run_cli(
+            [
+                "draw",
+                str(tmp_path / "after.pbtxt"),
+                "--diff",
+                str(tmp_path / "before.pbtxt"),
+                "-o",
+                str(out),
+                "--max-nodes",
+                "10",
+            ]
+        )
+        == 0
+    )
+    text = out.read_text()
+    assert "+0 -1 nodes" in text and draw.REMOVED_COLOR in text and tm in text
+    with pytest.raises(OptionError):
+        _run_cli(
+            [
+                "draw",
+                str(tmp_path / "after.pbtxt"),
+                "--diff",
+                str(tmp_path / "before.pbtxt"),
+                "-o",
+                str(out),
+                "--highlight",
+                tm,
+            ]
+        )

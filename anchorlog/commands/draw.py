@@ -23,6 +23,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--highlight-type", nargs="+", default=[], metavar="TYPE", help="op types to fill")
     p.add_argument("--max-nodes", type=int, default=200, metavar="N", help="draw at most N nodes (default 200)")
     p.add_argument("--rankdir", choices=("TB", "LR"), default="TB", help="layout direction (default TB)")
+    p.add_argument(
+        "--diff",
+        metavar="BEFORE",
+        help="draw what changed from model BEFORE to IN: added nodes/edges green, removed ones as red ghosts",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_nodes < 1:
         raise OptionError("--max-nodes must be positive")
+    if args.diff is not None and (args.highlight or args.highlight_type):
+        raise OptionError("--diff draws its own highlights; leave out --highlight/--highlight-type")
     out = Path(args.output)
     fmt = draw.FORMATS.get(out.suffix.lower())
     if fmt is None:
@@ -56,14 +63,18 @@ def run(args: argparse.Namespace) -> int:
     missing = [n for n in args.highlight if n not in names]
     if missing:
         raise InputError(f"no node named {missing[0]!r} to highlight", args.input)
-    text = draw.to_dot(
-        model,
-        graph=args.graph,
-        highlight=args.highlight,
-        highlight_types=args.highlight_type,
-        max_nodes=args.max_nodes,
-        rankdir=args.rankdir,
-    )
+    if args.diff is not None:
+        before = load_model(args.diff)
+        text = draw.diff_dot(before, model, graph=args.graph, max_nodes=args.max_nodes, rankdir=args.rankdir)
+    else:
+        text = draw.to_dot(
+            model,
+            graph=args.graph,
+            highlight=args.highlight,
+            highlight_types=args.highlight_type,
+            max_nodes=args.max_nodes,
+            rankdir=args.rankdir,
+        )
     draw.write_drawing(text, out)
     print(f"{out}: drawn")
     return 0
