@@ -242,12 +242,20 @@ class ConcatNotaskAnalysis:
         tensor_rows: list[tuple] = []
         dim_rows: list[tuple] = []
         items: list[tuple] = []
+        unknown_shape: list[tuple] = []
+        lxslice: list[tuple] = []
         for g in self.model.graphs:
             for n in g.nodes.values():
                 if n.type in TARGET_TYPES:
                     t, d = self.concat_input_facts(g, n)
                     tensor_rows += t
                     dim_rows += d
+                    # IsUnknownShapeOp: GeShape::IsUnknownShape, any negative dim (-1 unknown, -2 unknown rank)
+                    for io, descs in (("in", n.input_desc), ("out", n.output_desc)):
+                        if any(d.shape and any(x < 0 for x in d.shape) for d in descs):
+                            unknown_shape.append((g.name, n.name, io))
+                    if "lxslice" in n.name:
+                        lxslice.append((g.name, n.name))
             items += self.list_item_facts(g)
         return {
             "cn_graph_skip": skip,
@@ -255,6 +263,8 @@ class ConcatNotaskAnalysis:
             "cn_in_tensor": tensor_rows,
             "cn_in_dim": dim_rows,
             "cn_list_item": items,
+            "cn_unknown_shape": unknown_shape,
+            "cn_lxslice_name": lxslice,
         }
 
     # -- rules -------------------------------------------------------------------------------------------
