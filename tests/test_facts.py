@@ -539,3 +539,22 @@ def test_restricted_relations():
     assert db.count("node_attr") == 0 and db.count("node") == full.count("node") - 1
     with pytest.raises(AnchorlogError):
         FactDB.from_model(m, relations=["nodes"])
+
+
+def test_refresh_nodes_after_local_edits_and_owner_removal():
+    m = if_model()
+    db = FactDB.from_model(m)
+    root = m.root
+    root.node("if").set_attr("_some_flag", True)
+    root.add_ctrl("data", "out")
+    db.refresh_nodes(root, ["if", "out"])
+    assert ("root", "if", "_some_flag", "b", 1) in db.rows("node_attr")
+    assert ("root", "data", "out") in db.rows("ctrl_edge")
+    # removing the owner of subgraphs re-derives the whole model (its subgraphs are orphaned)
+    root.remove_node("if")
+    db.refresh_nodes(root, ["if", "out"])
+    fresh = FactDB.from_model(m)
+    for rel in RELATIONS:
+        assert sorted(db.rows(rel), key=repr) == sorted(fresh.rows(rel), key=repr), rel
+    assert db.rows("parent_in") == [] and db.rows("subgraph") == []
+    assert rows(db, "graph", graph="then") == [("then", "model", "", "", 0)]

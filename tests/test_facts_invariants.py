@@ -136,3 +136,58 @@ def test_real_graph_facts_agree_with_ir(path):
     assert db.count("tensor_attr") == sum(
         len(td.attrs) for n in model.all_nodes() for td in n.input_desc + n.output_desc
     )
+
+
+@st.composite
+def edited_models(draw):
+    """A random model plus one random local edit; returns (model, facts before the edit, touched nodes)."""
+    from anchorlog.facts.graph import Node, TensorDesc
+
+    model = draw(random_models())
+    db = FactDB.from_model(model)
+    g = model.root
+    kind = draw(st.sampled_from(["insert_identity", "remove_leaf", "set_attr", "add_ctrl", "rewire"]))
+    names = list(g.nodes)
+    edges = list(g.data_edges())
+    touched: set[str] = set()
+    if kind == "insert_identity" and edges:
+        src, so, dst, di = edges[draw(st.integers(0, len(edges) - 1))]
+        ident = g.unique_name("ident")
+        g.add_node(
+            Node(ident, "Identity", inputs=[(src, so)], input_desc=[TensorDesc()], output_desc=[TensorDesc()]),
+            after=src,
+        )
+        g.connect(ident, 0, dst, di)
+        touched = {ident, dst}
+    elif kind == "remove_leaf":
+        leaves = [n for n in names if not any(g.consumers(n, o) for o in range(4)) and not g.ctrl_successors(n)]
+        leaves = [n for n in leaves if not g.node(n).subgraph_names]
+        if leaves:
+            victim = leaves[draw(st.integers(0, len(leaves) - 1))]
+            g.remove_node(victim)
+            touched = {victim}
+    elif kind == "set_attr":
+        n = names[draw(st.integers(0, len(names) - 1))]
+        g.node(n).set_attr("reference", True)
+        g.node(n).set_attr("_output_reuse_input", draw(st.booleans()))
+        touched = {n}
+    elif kind == "add_ctrl" and len(names) > 1:
+        a, b = draw(st.integers(0, len(names) - 2)), None
+        b = draw(st.integers(a + 1, len(names) - 1))
+        g.add_ctrl(names[a], names[b])
+        touched = {names[b]}
+    elif kind == "rewire" and edges:
+        src, so, dst, di = edges[draw(st.integers(0, len(edges) - 1))]
+        g.disconnect(dst, di)
+        touched = {dst}
+    return model, db, touched
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_models())
+def test_refresh_nodes_equals_fresh_derivation(case):
+    model, db, touched = case
+    db.refresh_nodes(model.root, touched)
+    fresh = FactDB.from_model(model)
+    for rel in RELATIONS:
+        assert sorted(db.rows(rel), key=repr) == sorted(fresh.rows(rel), key=repr), rel

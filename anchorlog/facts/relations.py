@@ -497,11 +497,16 @@ def _graph_rows(
     *,
     is_root: bool,
     want: frozenset[str] = frozenset(RELATIONS),
+    only_nodes: set[str] | None = None,
+    all_props: bool = False,
 ) -> None:
-    """Append the rows owned by ``graph`` to ``t``, for the relations in ``want`` (op_class is not per graph)."""
+    """Append the rows owned by ``graph`` to ``t``, for the relations in ``want`` (op_class is not per graph).
+
+    ``only_nodes``: just the rows of those nodes (no ``graph`` row); ``all_props`` then still gives every
+    node's ``node_prop`` row (positions shift when nodes come or go)."""
     gq = qual.get(graph.name, graph.name)
     own = index.owner.get(graph.name)
-    if "graph" in want:
+    if "graph" in want and only_nodes is None:
         if own is not None:
             pg, pn, _ = own
             t["graph"].append((gq, model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
@@ -527,6 +532,20 @@ def _graph_rows(
 
     for pos, node in enumerate(graph.nodes.values()):
         name = node.name
+        if only_nodes is not None and name not in only_nodes:
+            if all_props and w_prop:
+                prop_rows.append(
+                    (
+                        gq,
+                        name,
+                        pos,
+                        -1 if node.id is None else node.id,
+                        -1 if node.stream_id is None else node.stream_id,
+                        node.num_inputs,
+                        node.num_outputs,
+                    )
+                )
+            continue
         if w_node:
             node_rows.append((gq, name, node.type))
         n_in = node.num_inputs
@@ -687,6 +706,12 @@ def _wanted(relations: Iterable[str] | None) -> frozenset[str]:
 # --------------------------------------------------------------------------------------------------------------
 # FactDB
 # --------------------------------------------------------------------------------------------------------------
+def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
+    """Slices of at most ``size`` items (SQLite bounds the number of ``?`` parameters per statement)."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
 def _quote(ident: str) -> str:
     return '"' + ident.replace('"', '""') + '"'
 
@@ -851,6 +876,100 @@ class FactDB:
         self._insert(
             tables_from_model(model, mname, graph_names=qual, graphs=[gname], relations=want, include_op_class=False)
         )
+        self.conn.commit()
+
+    def refresh_nodes(
+        self, graph: Graph | str, nodes: Iterable[str], model: Model | None = None, name: str | None = None
+    ) -> None:
+        """Re-derive the rows of some nodes of one graph after they were edited, inserted or removed.
+
+        ``nodes``: every node whose op, attributes, descriptors, inputs or control inputs changed, including
+        nodes added or removed (a removed node's outgoing edges go too). Rows are owned by the consuming side:
+        when the consumers of a node changed, list the consumers. When nodes were added or removed every
+        ``node_prop`` row of the graph is re-derived (positions shift). Much cheaper than
+        :meth:`refresh_graph` on a big graph; an edit that creates or re-parents subgraphs falls back to
+        :meth:`replace_model`."""
+        if isinstance(graph, Graph):
+            model = model or graph.model
+            gname = graph.name
+        else:
+            gname = graph
+        if model is None:
+            raise AnchorlogError(f"refresh_nodes({gname!r}) needs the model")
+        mname = self._model_name_for(model, name)
+        qual = self.models[mname]
+        g = model.graph(gname)
+        if gname not in qual:
+            self.refresh_graph(g, model, mname)
+            return
+        names = set(nodes)
+        present = {n for n in names if n in g.nodes}
+        for n in present:
+            if any(s and s not in qual for s in g.nodes[n].subgraph_names):
+                self.replace_model(model, mname)
+                return
+        gq = qual[gname]
+        c = self.conn
+        in_db: set[str] = set()
+        for chunk in _chunks(sorted(names)):
+            marks = ", ".join("?" for _ in chunk)
+            in_db.update(
+                r[0] for r in c.execute(f"SELECT name FROM node WHERE graph = ? AND name IN ({marks})", [gq, *chunk])
+            )
+        removed = names - present
+        if removed:
+            for chunk in _chunks(sorted(removed)):
+                marks = ", ".join("?" for _ in chunk)
+                q = f"SELECT 1 FROM subgraph WHERE graph = ? AND node IN ({marks}) LIMIT 1"
+                if c.execute(q, [gq, *chunk]).fetchone():  # a removed owner orphans its subgraphs
+                    self.replace_model(model, mname)
+                    return
+        structural = bool(removed) or bool(present - in_db)
+        per_node = {
+            "node": "name",
+            "node_attr": "node",
+            "in_anchor": "node",
+            "out_anchor": "node",
+            "tensor_attr": "node",
+            "ref_io": "node",
+            "subgraph": "node",
+            "data_edge": "dst",
+            "ctrl_edge": "dst",
+        }
+        if not structural:
+            per_node["node_prop"] = "node"
+        for chunk in _chunks(sorted(names)):
+            marks = ", ".join("?" for _ in chunk)
+            for rel, col in per_node.items():
+                c.execute(f"DELETE FROM {_quote(rel)} WHERE graph = ? AND {_quote(col)} IN ({marks})", [gq, *chunk])
+            c.execute(f"DELETE FROM parent_in WHERE subgraph = ? AND data_node IN ({marks})", [gq, *chunk])
+            c.execute(f"DELETE FROM parent_out WHERE subgraph = ? AND netoutput IN ({marks})", [gq, *chunk])
+        for chunk in _chunks(sorted(removed)):
+            marks = ", ".join("?" for _ in chunk)
+            c.execute(f"DELETE FROM data_edge WHERE graph = ? AND src IN ({marks})", [gq, *chunk])
+            c.execute(f"DELETE FROM ctrl_edge WHERE graph = ? AND src IN ({marks})", [gq, *chunk])
+        if structural:
+            c.execute("DELETE FROM node_prop WHERE graph = ?", [gq])
+        want = self._model_relations.get(mname, frozenset(RELATIONS))
+        t = empty_tables()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            _graph_rows(
+                _ModelIndex(model),
+                g,
+                mname,
+                qual,
+                t,
+                is_root=g is model.graphs[0],
+                want=want,
+                only_nodes=present,
+                all_props=structural,
+            )
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._insert(t)
         self.conn.commit()
 
     def _fact_name(self, mname: str, gname: str) -> str:
