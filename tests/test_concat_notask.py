@@ -674,3 +674,21 @@ def test_cli_optimize_and_explain(tmp_path, capsys):
     assert m2.find_node("cat").attr("_no_task") is True
     assert m2.find_node("p1").output_desc[0].attr("can_reused_for_concat_optimize") is False
     assert json.loads(rep.read_text())["passes"][0]["marked"] == 1
+
+
+def test_duckdb_engine_agrees():
+    pytest.importorskip("duckdb")
+
+    def model():
+        m, b = build()
+        b.chain("d7:Data", "p7:ReLU")
+        b.node("cat_bad:ConcatD", inputs=2)
+        b.edge("d7", 0, "cat_bad", 0)
+        b.edge("p7", 0, "cat_bad", 1)
+        m.root.nodes["cat_bad"].input_desc = [td([2, 16]), td([2, 16])]
+        return m
+
+    a = ConcatNotaskAnalysis(model(), engine="sqlite").run()
+    b = ConcatNotaskAnalysis(model(), engine="duckdb").run()
+    assert [v.as_dict() for v in a] == [v.as_dict() for v in b]
+    assert [v.marked for v in a] == [True, False]
