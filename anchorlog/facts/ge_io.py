@@ -929,9 +929,13 @@ def _set_inputs(node: Node, raw_inputs: list[str]) -> None:
 def _graph_from_tree(t: list) -> Graph:
     g = Graph("")
     nodes = g.nodes
-    for k, v in _pairs(t):
+    for j in range(0, len(t) - 1, 2):
+        k = t[j]
+        v = t[j + 1]
         if k == "op":
+            t[j + 1] = None  # free each op's tree as soon as its node exists (halves peak memory)
             node = _node_from_tree(_as_msg(v, k))
+            del v
             node.graph = g
             if node.name in nodes:
                 # Keep the first; the validator reports duplicates (the count tells it there were some).
@@ -958,9 +962,13 @@ def _graph_from_tree(t: list) -> Graph:
 def _model_from_tree(t: list) -> Model:
     m = Model()
     graphs: list[Graph] = []
-    for k, v in _pairs(t):
+    for j in range(0, len(t) - 1, 2):
+        k = t[j]
+        v = t[j + 1]
         if k == "graph":
+            t[j + 1] = None  # the graph's tree is freed op by op while it is built
             graphs.append(_graph_from_tree(_as_msg(v, k)))
+            del v
         elif k == "name":
             m.name = _as_str(v, k)
         elif k == "version":
