@@ -759,6 +759,25 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
     last_set = set(last)
     nodes = graph.nodes
 
+    def successors(n: str) -> list[str]:
+        # GE Node::GetOutNodes (data consumers per output, then control successors), read straight from the
+        # graph's consumer index: this runs for every visited node
+        if graph._consumers is None:  # noqa: SLF001 - the index Graph keeps up to date through its edit methods
+            graph._ensure_index()  # noqa: SLF001
+        cons, csucc = graph._consumers, graph._ctrl_succ  # noqa: SLF001
+        out: list[str] = []
+        o = 0
+        k = nodes[n].num_outputs
+        while True:
+            users = cons.get((n, o))  # type: ignore[union-attr]
+            if users:
+                out.extend(d for d, _ in users)
+            elif o >= k:
+                break
+            o += 1
+        out.extend(csucc.get(n, ()))  # type: ignore[union-attr]
+        return out
+
     def ready(n: str) -> bool:
         # GE IsNodeReadyToQueue: every data and control predecessor seen (NextIteration exempt)
         node = nodes.get(n)
@@ -785,7 +804,7 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
             seen.add(n)
             node = graph.nodes[n]
             # only a TensorMove visit edits this graph: other nodes' out-nodes are the same after the visit
-            before = sorted(set(out_nodes(graph, n))) if node.type == "TensorMove" else []
+            before = sorted(set(successors(n))) if node.type == "TensorMove" else []
             again = visit(graph, node)
             if again is not None:
                 deleted.add(n)
@@ -800,7 +819,7 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
                 for sub in model.subgraphs_of(node):
                     run_gepass(model, sub, visit, depth + 1)
             passed += 1
-            current = out_nodes(graph, n) if n in graph.nodes else []
+            current = successors(n) if n in nodes else []
             for o in current:
                 if o not in seen and ready(o):
                     push(o)
