@@ -259,6 +259,12 @@ def test_producer_with_subgraph_rejected():
     assert (v.check, v.input) == ("IsPreNodeWithSubgraph", 0)
 
 
+def test_producer_with_only_unnamed_subgraphs_counts_as_wrapper():
+    m, _ = build()
+    m.root.nodes["p1"].subgraph_names = [""]
+    assert (verdict(m).check, verdict(build()[0]).marked) == ("IsPreNodeWithSubgraph", True)
+
+
 def test_producer_output_already_taken():
     m, _ = build()
     m.root.nodes["p1"].output_desc[0].set_attr("can_reused_for_concat_optimize", False)

@@ -244,8 +244,11 @@ class ConcatNotaskAnalysis:
         items: list[tuple] = []
         unknown_shape: list[tuple] = []
         lxslice: list[tuple] = []
+        unnamed: list[tuple] = []
         for g in self.model.graphs:
             for n in g.nodes.values():
+                if n.subgraph_names and not any(n.subgraph_names):
+                    unnamed.append((g.name, n.name))
                 if n.type in TARGET_TYPES:
                     t, d = self.concat_input_facts(g, n)
                     tensor_rows += t
@@ -265,6 +268,7 @@ class ConcatNotaskAnalysis:
             "cn_list_item": items,
             "cn_unknown_shape": unknown_shape,
             "cn_lxslice_name": lxslice,
+            "cn_unnamed_subgraph": unnamed,
         }
 
     # -- rules -------------------------------------------------------------------------------------------
