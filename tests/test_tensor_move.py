@@ -610,3 +610,12 @@ def test_symbol_table_merged_after_each_deletion():
     assert v2["facts"]["symbols"] == {"in": "a_out_0", "out": "tm2_out_0"}
     assert v2["path"] == ["a(out:0)"]  # re-traced: the cached path ended at the deleted tm1
     assert sec["retraced"] == 1 and edge(m, "a", 0, "c", 0)
+
+
+def test_rule_program_rw_facts_match_the_decider():
+    m = _multiref(succ_attrs={"_input_mutable": True}).build()
+    facts = derive_facts(m)
+    assert ("g", "tm", "successor_in", "succ", 0, "kScopeWriteable") in facts["tm_rw"]
+    assert ("g", "tm", "sibling_in", "sib", 0, "kReadOnly") in facts["tm_rw"]
+    assert facts["tm_rw_check"] == [("g", "tm", "succ", 0, "kReadOnly", "kScopeWriteable", "INSERT_IDENTITY")]
+    assert verdict(run(m), "tm")["kept_by"] == "rule4-rw-conflict"

@@ -940,6 +940,8 @@ ALL_OUTPUTS = (
     "tm_sibling",
     "tm_path_consumers",
     "tm_trace_bad",
+    "tm_rw",
+    "tm_rw_check",
 )
 PASS_OUTPUTS = ("tm", "tm_path", "tm_trace_bad")  # what the pass itself consumes
 
@@ -955,8 +957,16 @@ def derive_facts(
 
     only_trace = set(outputs) <= set(PASS_OUTPUTS)
     prog = Program.from_file(TM_TRACE_DL if only_trace else TM_DL)
-    source = db if db is not None else tm_fact_db(model)
-    res = prog.run(source, engine=engine, outputs=list(outputs))
+    extra = None
+    if only_trace:
+        source = db if db is not None else tm_fact_db(model)
+    else:  # the report relations read RW facts: the whole fact database plus the op's tensor names
+        from anchorlog.analysis.rw_conflict import io_name_rows
+        from anchorlog.facts.relations import FactDB
+
+        source = db if db is not None else FactDB.from_model(model)
+        extra = {"io_name": io_name_rows(model)}
+    res = prog.run(source, engine=engine, outputs=list(outputs), extra=extra)
     return {r: res.rows(r) for r in outputs}
 
 
