@@ -619,3 +619,20 @@ def test_rule_program_rw_facts_match_the_decider():
     assert ("g", "tm", "sibling_in", "sib", 0, "kReadOnly") in facts["tm_rw"]
     assert facts["tm_rw_check"] == [("g", "tm", "succ", 0, "kReadOnly", "kScopeWriteable", "INSERT_IDENTITY")]
     assert verdict(run(m), "tm")["kept_by"] == "rule4-rw-conflict"
+
+
+def test_rule_program_pending_edges_and_cycle_check():
+    # reader sibling + Assign (kWriteable) successor: ordering edge sib -> succ, no cycle
+    b = _multiref(succ_type="Assign")
+    b.node("v:Data")
+    b.chain("v", "succ")
+    b.ref_op("succ", {0: 0})
+    facts = derive_facts(b.build())
+    assert facts["tm_pending"] == [("g", "tm", "sib", "succ")] and facts["tm_pending_cycle"] == []
+    # the writing successor already feeds the sibling: the edge would close a cycle
+    b = GraphBuilder("g")
+    b.chain("src:ReLU", "tm:TensorMove", "succ:Add", "sib:Add")
+    b.chain("src", "sib")
+    b.attr("succ", "_input_mutable", True)
+    facts = derive_facts(b.build())
+    assert facts["tm_pending_cycle"] == [("g", "tm", "sib", "succ")]

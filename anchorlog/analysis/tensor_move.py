@@ -942,6 +942,8 @@ ALL_OUTPUTS = (
     "tm_trace_bad",
     "tm_rw",
     "tm_rw_check",
+    "tm_pending",
+    "tm_pending_cycle",
 )
 PASS_OUTPUTS = ("tm", "tm_path", "tm_trace_bad")  # what the pass itself consumes
 
@@ -965,7 +967,9 @@ def derive_facts(
         from anchorlog.facts.relations import FactDB
 
         source = db if db is not None else FactDB.from_model(model)
-        extra = {"io_name": io_name_rows(model)}
+        from anchorlog.analysis.graph_lint import topo_positions
+
+        extra = {"io_name": io_name_rows(model), "reach_pos": topo_positions(model)}
     res = prog.run(source, engine=engine, outputs=list(outputs), extra=extra)
     return {r: res.rows(r) for r in outputs}
 
