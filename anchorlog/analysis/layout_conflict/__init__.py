@@ -61,10 +61,14 @@ def _process(
     index = _ModelIndex(model)
     info = graph_info(g, opts)
     table = get_ref_mapping(model, g, index)
-    marks = mark_all(model, g, all_nodes(model, g), opts, table, index)
+    marks = mark_all(model, g, all_nodes(model, g), opts, table, index, lazy=True)
+    special = marks.special
     checked = 0
     for symbol in sorted(table.s2a):
         anchors = table.s2a[symbol]
+        # a symbol of NORMAL / REFERENCE anchors only has no active attribute pair
+        if not any(id(a.node) in special for a in anchors):
+            continue
         found = find_conflict_nodes(anchors, marks, info, index)
         checked += 1
         for anchor in sorted(found, key=lambda a: a.name):
@@ -94,7 +98,7 @@ def _process(
                     {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", "after": anchor.name}
                 )
             records.append(rec)
-    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": checked}
+    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": len(table.s2a), "symbols_walked": checked}
 
 
 @register("layout-conflict", options=OPTIONS)

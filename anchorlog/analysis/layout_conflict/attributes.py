@@ -8,6 +8,7 @@ only keeps ``NORMAL_OUTPUT`` off and feeds ``IsSkip`` through the ref map.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -22,6 +23,7 @@ from ._ge import (
     ENV_STATIC_MEMORY,
     HCCL_KERNEL_LIB,
     INPUT_MEM_TYPE_LIST,
+    KERNEL_LIB_NAME,
     LAYOUT_CONST_TYPES,
     NOPADDING_CONTINUOUS_INPUT,
     NOPADDING_CONTINUOUS_OUTPUT,
@@ -182,9 +184,18 @@ class Marks:
 
     types: dict[AnchorRef, list[AnchorAttribute]] = field(default_factory=dict)
     ref_map: dict[AnchorRef, Node] = field(default_factory=dict)
+    # Lazy marking: nodes that can only carry NORMAL / REFERENCE marks are marked when first asked for.
+    marker: Callable[[Node], None] | None = None
+    special: set[int] = field(default_factory=set)  # id() of the nodes marked eagerly (may carry others)
+    _asked: set[int] = field(default_factory=set)
 
     def of(self, a: AnchorRef) -> list[AnchorAttribute]:
-        return self.types.get(a, [])
+        t = self.types.get(a)
+        if t is None and self.marker is not None and id(a.node) not in self._asked:
+            self._asked.add(id(a.node))
+            self.marker(a.node)
+            t = self.types.get(a)
+        return t or []
 
 
 def node_input_types(node: Node, g: Graph, opts: LayoutOptions) -> list[AnchorAttribute]:
@@ -275,11 +286,49 @@ def mark_node(node: Node, g: Graph, opts: LayoutOptions, table: SymbolTable, ind
     mark_out_types(node, g, opts, table, index, marks)
 
 
+_SPECIAL_TYPES = DATA_TYPES | LAYOUT_CONST_TYPES | VARIABLE_TYPES | PHYSICAL_ADDR_TYPES | {"NetOutput"}
+_SPECIAL_ATTRS = (
+    CONTINUOUS_INPUT,
+    CONTINUOUS_OUTPUT,
+    NOPADDING_CONTINUOUS_INPUT,
+    NOPADDING_CONTINUOUS_OUTPUT,
+    INPUT_MEM_TYPE_LIST,
+    OUTPUT_MEM_TYPE_LIST,
+    KERNEL_LIB_NAME,
+)
+
+
+def may_carry_special_marks(node: Node) -> bool:
+    """False when every anchor of ``node`` can only be NORMAL_INPUT / NORMAL_OUTPUT / REFERENCE_OUTPUT, marks
+    that never take part in a conflict with each other (cheap pre-check, no GE counterpart)."""
+    if node.type in _SPECIAL_TYPES:
+        return True
+    attrs = node.attrs
+    for k in _SPECIAL_ATTRS:
+        if k in attrs:
+            return True
+    return False
+
+
 def mark_all(
-    model: Model, g: Graph, nodes: list[Node], opts: LayoutOptions, table: SymbolTable, index: _ModelIndex
+    model: Model,
+    g: Graph,
+    nodes: list[Node],
+    opts: LayoutOptions,
+    table: SymbolTable,
+    index: _ModelIndex,
+    *,
+    lazy: bool = False,
 ) -> Marks:
-    """``MarkAllAttribute``: every node of ``GetAllNodes(g)``."""
+    """``MarkAllAttribute``: every node of ``GetAllNodes(g)``. With ``lazy`` only nodes that may carry other
+    than NORMAL/REFERENCE marks are marked now (``Marks.special``), the rest on first use: the marks are the
+    same, a symbol without special node simply never asks."""
     marks = Marks()
+    if lazy:
+        marks.marker = lambda n: mark_node(n, g, opts, table, index, marks)
     for n in nodes:
-        mark_node(n, g, opts, table, index, marks)
+        if not lazy or may_carry_special_marks(n):
+            marks.special.add(id(n))
+            marks._asked.add(id(n))
+            mark_node(n, g, opts, table, index, marks)
     return marks

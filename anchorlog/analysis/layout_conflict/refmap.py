@@ -216,6 +216,19 @@ class _Mapper:
     def out_anchors(self, node: Node) -> None:
         g = node.graph
         maybe_ref = may_ref_from_input(node)
+        if (
+            not maybe_ref
+            and node.type != "RefData"
+            and not any(REF_VAR_SRC_VAR_NAME in d.attrs for d in node.output_desc)
+        ):
+            # plain outputs: each founds its own symbol (the common case, kept cheap)
+            a2s, s2a, name = self.t.a2s, self.t.s2a, node.name
+            for i in range(n_out(node)):
+                key = f"{name}_out_{i}"
+                if key not in a2s:
+                    a2s[key] = key
+                    s2a[key] = [AnchorRef(node, "out", i)]
+            return
         for i in range(n_out(node)):
             a = AnchorRef(node, "out", i)
             if a.name in self.t.a2s:
