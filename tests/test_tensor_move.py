@@ -636,3 +636,20 @@ def test_rule_program_pending_edges_and_cycle_check():
     b.attr("succ", "_input_mutable", True)
     facts = derive_facts(b.build())
     assert facts["tm_pending_cycle"] == [("g", "tm", "sib", "succ")]
+
+
+def test_rule_program_symbols_and_simulated_merge():
+    b = GraphBuilder("g")
+    b.chain("c:Const", "rs:Reshape", "tm:TensorMove", "relu:ReLU")
+    facts = derive_facts(b.build())
+    assert ("g", "tm", "in", "c_out_0") in facts["tm_symbol"] and ("g", "tm", "out", "tm_out_0") in facts["tm_symbol"]
+    merged = {(r[4], r[5], r[6]) for r in facts["tm_merged"]}
+    assert {
+        ("c", "out", 0),
+        ("rs", "in", 0),
+        ("rs", "out", 0),
+        ("tm", "in", 0),
+        ("tm", "out", 0),
+        ("relu", "in", 0),
+    } == merged
+    assert {r[2] for r in facts["tm_merged"]} == {"c_out_0"}

@@ -944,6 +944,8 @@ ALL_OUTPUTS = (
     "tm_rw_check",
     "tm_pending",
     "tm_pending_cycle",
+    "tm_symbol",
+    "tm_merged",
 )
 PASS_OUTPUTS = ("tm", "tm_path", "tm_trace_bad")  # what the pass itself consumes
 
@@ -968,8 +970,14 @@ def derive_facts(
 
         source = db if db is not None else FactDB.from_model(model)
         from anchorlog.analysis.graph_lint import topo_positions
+        from anchorlog.analysis.symbols import node_order
 
-        extra = {"io_name": io_name_rows(model), "reach_pos": topo_positions(model)}
+        extra = {
+            "io_name": io_name_rows(model),
+            "reach_pos": topo_positions(model),
+            "node_order": node_order(model),
+            "sym_top": [],
+        }
     res = prog.run(source, engine=engine, outputs=list(outputs), extra=extra)
     return {r: res.rows(r) for r in outputs}
 
