@@ -82,9 +82,17 @@ def expand(names: list[str]) -> list[str]:
     return out
 
 
+# GE session options that a whole compile carries but that no pass here reads: accepted so that a real
+# option set can be handed over unchanged, documented so that nobody expects an effect.
+COMPILE_OPTIONS: dict[str, str] = {
+    "ge.variableMemoryMaxSize": "size of GE's variable memory pool; memory planning input, no effect on these passes",
+    "ge.graphMemoryMaxSize": "size of GE's feature-map memory pool; memory planning input, no effect on these passes",
+}
+
+
 def known_options() -> set[str]:
     load_all()
-    return {o for p in PASSES.values() for o in p.options}
+    return {o for p in PASSES.values() for o in p.options} | set(COMPILE_OPTIONS)
 
 
 def check_options(options: dict[str, str]) -> None:
