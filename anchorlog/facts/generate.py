@@ -460,6 +460,8 @@ class _TransformerGen:
         if cfg.tensor_move_share > 0:
             self.add_defensive_tensor_moves(cfg.tensor_move_share)
         self.renumber()
+        for g in self.model.graphs:  # nodes were appended directly: drop any consumer index built on the way
+            g.invalidate()
         return self.model
 
     def renumber(self) -> None:
