@@ -15,6 +15,7 @@ from ._ge import DATA_TYPES
 
 # Source nodes GE keeps in original order at the bottom of the DFS stack (so they are popped first).
 _INPUT_LIKE = DATA_TYPES | {"Input", "Recv", "Send"}
+_NEXT_ITERATION = frozenset({"NextIteration", "RefNextIteration"})
 
 
 def dfs_topo_order(g: Graph) -> list[Node]:
@@ -35,10 +36,12 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     pending: dict[str, int] = {}
     non_data: list[Node] = []
     data: list[Node] = []
-    for n in g.nodes.values():
+    nodes = g.nodes
+    for n in nodes.values():
         k = len(n.ctrl_inputs)
         for a in n.inputs:
-            if a is not None:
+            # edges from NextIteration do not count: they close a loop (GetInEdgeSize)
+            if a is not None and not (a[0] in nodes and nodes[a[0]].type in _NEXT_ITERATION):
                 k += 1
         pending[n.name] = k
         if k == 0:
@@ -46,8 +49,15 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     # GE inserts each non-data source at the front and each data source right after them: popping from the
     # back then yields the data sources in order, then the others in order.
     stack: list[Node] = non_data[::-1] + data[::-1]
+    # The graph's declared input order wins among the sources it names (GE's swap loop leaves them in
+    # descending declared position in the stack, so they pop in declared order).
+    declared = {name.rsplit(":", 1)[0] if ":" in name else name: i for i, name in enumerate(g.input)}
+    if declared:
+        slots = [i for i, n in enumerate(stack) if n.name in declared]
+        ranked = sorted((stack[i] for i in slots), key=lambda n: -declared[n.name])
+        for i, n in zip(slots, ranked):
+            stack[i] = n
     order: list[Node] = []
-    nodes = g.nodes
     while stack:
         n = stack.pop()
         order.append(n)
@@ -55,6 +65,8 @@ def dfs_topo_order(g: Graph) -> list[Node]:
         for out in outs_of.get(name, ()):
             ready = []
             for dst, _ in consumers[(name, out)]:
+                if pending[dst] == 0 or n.type in _NEXT_ITERATION:
+                    continue
                 left = pending[dst] - 1
                 pending[dst] = left
                 if left == 0:
