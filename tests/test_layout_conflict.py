@@ -885,3 +885,51 @@ def test_immutable_out_and_rts_out_assign_special_case():
     found = analyse(b.build())[2]
     # the Identity goes between the Assign and the ref node, not after the Variable
     assert "h_in_0" in found and "v_out_0" not in found
+
+
+def test_ge_dfs_topological_ids():
+    # sources: data-like first in stored order, then the others; a popped node's ready consumers are pushed in
+    # link order and the last pushed is popped first (GE DFSTopologicalSorting)
+    b = GraphBuilder("g")
+    b.chain("k:Const", "add:Add")
+    b.chain("d:Data", (0, 1), "add")
+    b.chain("d", "x:ReLU")
+    b.chain("d", "y:ReLU")
+    m = b.build()
+    topological_sorting(m)
+    ids = {n.name: n.id for n in m.root}
+    assert ids["d"] == 0
+    assert ids["y"] < ids["x"]  # pushed x then y: y pops first
+    assert ids["k"] > ids["x"]  # the Const source waits below the data source
+    assert list(m.root.nodes) == ["k", "add", "d", "x", "y"]  # the stored order is kept
+
+
+def test_cli_explain_anchor(tmp_path, capsys):
+    from anchorlog.cli import main
+    from anchorlog.facts.ge_io import write_model
+
+    b = GraphBuilder("g")
+    b.chain("c:Const", "out:NetOutput")
+    path = tmp_path / "m.pbtxt"
+    write_model(b.build(), path)
+    assert main(["explain", str(path), "c", "--anchor", "c:0"]) == 0
+    out = capsys.readouterr().out
+    assert "user_out_and_immutable_out_checker" in out and "symbol c_out_0" in out
+
+
+def test_cli_optimize_layout_conflict(tmp_path):
+    import json
+
+    from anchorlog.cli import main
+    from anchorlog.facts.ge_io import read_model, write_model
+
+    b = GraphBuilder("g")
+    b.chain("c:Const", "out:NetOutput")
+    src, dst, rep = tmp_path / "m.pbtxt", tmp_path / "o.pbtxt", tmp_path / "r.json"
+    write_model(b.build(), src)
+    rc = main(["optimize", str(src), "--output", str(dst), "--report", str(rep), "--passes", "layout-conflict"])
+    assert rc == 0
+    m = read_model(dst)
+    assert producer_of(m, "out", 0).type == "Identity"
+    section = next(p for p in json.loads(rep.read_text())["passes"] if p["pass"] == "layout-conflict")
+    assert section["identities"][0]["pair"] == ["c_out_0", "out_in_0"]
