@@ -136,6 +136,7 @@ def lean_fact_db(model: Model) -> sqlite3.Connection:
         conn.executemany(f'INSERT INTO "{rel}" VALUES ({", ".join("?" for _ in SCHEMA[rel])})', rs)
         for k, cols in enumerate(INDEXES.get(rel, ())):
             conn.execute(f'CREATE INDEX "lean_{rel}_{k}" ON "{rel}" ({", ".join(chr(34) + c + chr(34) for c in cols)})')
+    conn.execute("PRAGMA analysis_limit=400")
     conn.execute("ANALYZE")
     conn.commit()
     return conn
