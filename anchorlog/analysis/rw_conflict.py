@@ -136,7 +136,16 @@ class Decision:
     identity: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The report entry; the keys ``anchor``/``pair``/``pair_attrs``/``before`` follow the layout-conflict
+        report (GE anchor names; the "attributes" of an RW pair are its two RW types)."""
         d = {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+        if self.dst_in >= 0:
+            out_a, in_a = f"{self.src}_out_{self.src_out}", f"{self.dst}_in_{self.dst_in}"
+            d["pair"] = [out_a, in_a]
+            d["pair_attrs"] = [[self.out_type] if self.out_type else [], [self.in_type] if self.in_type else []]
+            if self.identity:
+                d["anchor"] = in_a
+                d["before"] = in_a
         return d
 
 
