@@ -661,6 +661,7 @@ def test_registered_pass_reports_every_concat():
     assert bad["facts"]["producer"] == "d7:0"
     ok = next(c for c in sec["concats"] if c["node"] == "cat")
     assert ok["marked"] and ok["facts"]["block"]["pieces"][1]["offset"] == 64
+    assert sec["output_bytes_saved"] == 96  # the [2, 16] fp16 output: 64 bytes + 32 guard
 
 
 def test_cli_optimize_and_explain(tmp_path, capsys):

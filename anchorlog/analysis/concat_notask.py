@@ -369,6 +369,9 @@ class ConcatNotaskAnalysis:
                             blk = memory_layout.nopadding_input_block(g, n)
                             if blk is not None:
                                 v.facts = {"block": blk.as_dict()}
+                                v.facts["block"]["output_bytes"] = sum(
+                                    max(memory_layout.tensor_size(d), 0) for d in n.output_desc
+                                )
                     else:
                         v = self._rejection(g, n, fail, state["srcs"], gq)
                         v.already = already
@@ -507,6 +510,8 @@ def run(model: Model, ctx: PassContext) -> dict:
     analysis = ConcatNotaskAnalysis(model, ctx.options, engine=ctx.engine)
     verdicts = analysis.run(apply=True)
     marked = [v for v in verdicts if v.marked]
+    # The output buffers GE no longer allocates: a no-task concat's output is its inputs' block.
+    saved = sum(v.facts.get("block", {}).get("output_bytes", 0) for v in marked)
     # Later stages (memory simulator, sanitizer) read the no-padding blocks from here or from
     # anchorlog.runtime.memory_layout.layout_facts(model).
     ctx.state["concat_notask"] = {"marked": [(v.graph, v.node) for v in marked]}
@@ -514,6 +519,7 @@ def run(model: Model, ctx: PassContext) -> dict:
         "marked": len(marked),
         "rejected": len(verdicts) - len(marked),
         "concats": [v.as_dict() for v in verdicts],
+        "output_bytes_saved": saved,
         "fact_refreshes": analysis.refreshes,
     }
 
