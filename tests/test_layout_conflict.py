@@ -933,3 +933,8 @@ def test_cli_optimize_layout_conflict(tmp_path):
     assert producer_of(m, "out", 0).type == "Identity"
     section = next(p for p in json.loads(rep.read_text())["passes"] if p["pass"] == "layout-conflict")
     assert section["identities"][0]["pair"] == ["c_out_0", "out_in_0"]
+
+
+def test_explain_mentions_control_node_step():
+    text = explain_anchor(_if_model("mul", with_mul_twice=True), "mul", 0)
+    assert "control-node step (runs first): Identity before then_netoutput_in_1" in text

@@ -23,8 +23,8 @@ from anchorlog.facts.relations import _ModelIndex
 
 from ._ge import OPT_BUILD_GRAPH_MODE, OPT_FEATURE_BASE_REFRESHABLE, OPT_STATIC_MEMORY_POLICY, is_static_graph
 from .attributes import LayoutOptions, Marks, graph_info, mark_all, mark_node
-from .checkers import find_conflict_nodes
-from .ctrl_node import ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
+from .checkers import find_conflict_nodes, producer
+from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_sorting
 from .refmap import AnchorRef, SymbolTable, get_ref_mapping
 from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
@@ -261,8 +261,11 @@ def explain_anchor(model: Model, node: str, out: int, options: Mapping[str, str]
             lines.append(
                 f"  {x.name}: {f.rule}; pair {f.pair[0]} [{_fmt_attrs(f.attrs[0])}] / {f.pair[1]} [{_fmt_attrs(f.attrs[1])}]{skip}"
             )
-    if ctrl_node_subgraph_has_conflict(work, top):
-        lines.append("note: the control-node step (If/Case branches, While bodies) inserts Identities first")
+    related = [c for c in ctrl_node_conflicts(work, top) if producer(c.anchor.node, c.anchor.idx) == a]
+    for c in related:
+        lines.append(f"control-node step (runs first): Identity before {c.anchor.name}: {c.reason}")
+    if not related and ctrl_node_subgraph_has_conflict(work, top):
+        lines.append("the control-node step (If/Case branches, While bodies) inserts Identities elsewhere first")
     return "\n".join(lines)
 
 

@@ -221,3 +221,22 @@ def ctrl_node_subgraph_has_conflict(model: Model, g: Graph) -> bool:
             if outs or ins:
                 return True
     return False
+
+
+def ctrl_node_conflicts(model: Model, g: Graph) -> list[Conflict]:
+    """Every anchor the control-node step would give an Identity (If/Case branch outputs, While body outputs
+    and the first consumer of each index-changing body Data), with the reason; nothing is inserted."""
+    index = _ModelIndex(model)
+    found: list[Conflict] = []
+    for node in all_nodes(model, g):
+        if node.type in IF_TYPES or node.type in CASE_TYPES:
+            count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
+            for i in range(count):
+                sg = subgraph(model, node, i)
+                if sg is not None:
+                    found.extend(check_one_subgraph(model, sg, index))
+        elif node.type in WHILE_TYPES:
+            outs, changed = check_while(model, node, index)
+            found.extend(outs)
+            found.extend(_first_consumers(changed))
+    return found
