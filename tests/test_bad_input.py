@@ -26,7 +26,7 @@ def model(*ops: str, graphs: str = "") -> str:
 BAD = {
     "syntax": ('graph {\n  name: "g"\n  op {\n    name "a"\n  }\n}\n', r"<f>:4:10: malformed text proto"),
     "unclosed": ('graph {\n  name: "g"\n  op {\n', r"malformed text proto: expected '}' before end of input"),
-    "wrong_type": ('graph {\n  name: "g"\n  op {\n    name: "a"\n    id: "x"\n  }\n}\n', r"field 'id' expects an integer"),
+    "wrong_type": ('graph {\n  name: "g"\n  op {\n    name: "a"\n    id: "x"\n  }\n}\n', r"<f>:5:9: malformed text proto: field 'id' expects an integer"),
     "dangling": (model(op("a", "Data", outputs=1), op("b", inputs=["a:0", "zz:0"])), r"node 'b' input 1 refers to missing node 'zz'"),
     "dangling_ctrl": (model(op("a", "Data"), op("b", inputs=["a:0", "zz:-1"])), r"node 'b' control input refers to missing node 'zz'"),
     "duplicate": (model(op("a", "Data"), op("a", "Data")), r"graph 'g': duplicate node name 'a'"),
@@ -69,9 +69,7 @@ def test_bad_text_input_cli(case, tmp_path, capsys, monkeypatch):
     assert expected.replace("<f>", str(path)) in err
     assert not out.exists()
     report = tmp_path / "r.json"
-    assert (
-        main(["optimize", str(path), "--output", str(out), "--report", str(report), "--passes", "test-noop"]) == 2
-    )
+    assert main(["optimize", str(path), "--output", str(out), "--report", str(report), "--passes", "test-noop"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected.replace("<f>", str(path)) in err
     assert not out.exists() and not report.exists()

@@ -1899,6 +1899,9 @@ def _read_model_text(text: str, source: str, validate: bool) -> Model:
                 raise InputError(f"malformed text proto: {e}", f"{source}:{line}:{col}") from None
             model = _model_from_tree(tree)
     except _TreeError as e:
+        where = _locate_type_error(text)
+        if where is not None:
+            raise InputError(f"malformed text proto: {e}", f"{source}:{where[0]}:{where[1]}") from None
         raise InputError(f"malformed text proto: {e}", source) from None
     model.source = source
     if validate:
@@ -1906,6 +1909,27 @@ def _read_model_text(text: str, source: str, validate: bool) -> Model:
 
         _validate(model)
     return model
+
+
+_LOCATE_MAX_CHARS = 32 << 20
+
+
+def _locate_type_error(text: str) -> tuple[int, int] | None:
+    """Line and column of a value of the wrong type (our tree does not keep positions): protobuf's own text
+    parser finds it. Only on the error path, and only for files it parses in reasonable time."""
+    if len(text) > _LOCATE_MAX_CHARS:
+        return None
+    from google.protobuf import text_format
+
+    try:
+        text_format.Parse(text, _pb2().ModelDef(), allow_unknown_field=True)
+    except text_format.ParseError as e:
+        line, col = e.GetLine(), e.GetColumn()
+        if line:
+            return line, col
+    except Exception:
+        return None
+    return None
 
 
 def _looks_binary(data: bytes) -> bool:
