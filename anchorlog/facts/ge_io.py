@@ -181,6 +181,8 @@ def format_float(x: float) -> str:
         return "nan"
     if x in (math.inf, -math.inf):
         return "inf" if x > 0 else "-inf"
+    if x == 0 and math.copysign(1.0, x) < 0:
+        return "-0.0"  # "-0" (the C++ printer's text) would read back as the integer 0 and lose the sign
     s = f"{x:.6g}"
     if to_float32(float(s)) == to_float32(x):
         return s
