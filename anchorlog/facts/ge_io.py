@@ -102,11 +102,6 @@ TD_OTHER = {
 }  # fmt: skip
 GRAPH_OTHER = {"attr_groups": (12, "msg")}
 MODEL_OTHER = {"attr_groups": (12, "msg")}
-# Modelled fields: name -> number, used to place ``other`` fields in field-number order when writing.
-OP_MODELLED = {"name": 1, "type": 2, "input": 5, "attr": 10, "id": 21, "stream_id": 22, "input_desc": 33,
-               "output_desc": 34, "subgraph_name": 35}  # fmt: skip
-TD_MODELLED = {"name": 1, "dtype": 2, "shape": 3, "layout": 4, "attr": 5, "size": 10, "reuse_input": 12,
-               "reuse_input_index": 17}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1030,7 +1025,8 @@ class _TextWriter:
         out = self.out
         p = self.ind(d)
         p1 = self.ind(d + 1)
-        for key in sorted(attrs, key=_map_key_order):
+        # protobuf sorts map entries by key bytes; code point order is the same for UTF-8 text
+        for key in sorted(attrs):
             out.append(f"{p}{field} {{")
             out.append(f"{p1}key: {quote(key)}")
             out.append(f"{p1}value {{")
@@ -1262,11 +1258,6 @@ class _TextWriter:
         self.other_fields(m.other, MODEL_OTHER, 0, 99, 0)
         if m.extra:
             self.tree(m.extra, 0)
-
-
-def _map_key_order(key: str) -> bytes:
-    # protobuf sorts map entries by key bytes
-    return key.encode("utf-8", "surrogateescape")
 
 
 def _generic_scalar(v: Any) -> str:
