@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import sqlite3
+import time
 from typing import Any
 
 from anchorlog.errors import AnchorlogError, RuleError
@@ -69,6 +70,7 @@ class SQLEvaluation:
         self.statements: list[str] = []
         self.created: list[str] = []  # work tables to drop
         self.duck = None
+        self.profile: list[tuple[float, str]] | None = None
         self._resolve()
 
     # -- naming --------------------------------------------------------------------------------------------
@@ -213,6 +215,15 @@ class SQLEvaluation:
         self.statements.append(sql)
         if self.dry_run:
             return 0
+        if self.profile is not None:
+            t0 = time.perf_counter()
+            try:
+                return self._exe(sql, params)
+            finally:
+                self.profile.append((time.perf_counter() - t0, sql))
+        return self._exe(sql, params)
+
+    def _exe(self, sql: str, params: Any = None) -> int:
         try:
             if self.duck is not None:
                 res = self.duck.execute(sql, params) if params is not None else self.duck.execute(sql)
@@ -299,6 +310,12 @@ class SQLEvaluation:
         if self.engine == "sqlite" and not self.dry_run:
             _register_functions(self.conn)
             self._was_in_tx = self.conn.in_transaction
+            # work tables live in the temp schema: keep them in memory with a cache big enough for them
+            # (SQLite's default temp cache is 2 MB, which makes large fixpoints spill and crawl)
+            self._pragmas = {}
+            for pragma, value in (("temp_store", 2), ("temp.cache_size", -262144)):
+                self._pragmas[pragma] = self.conn.execute(f"PRAGMA {pragma}").fetchone()[0]
+                self.conn.execute(f"PRAGMA {pragma} = {value}")
         for rel, src in self.sources.items():
             if self.engine == "sqlite" and src == "db":
                 continue
@@ -361,6 +378,11 @@ class SQLEvaluation:
                 pass
         if not getattr(self, "_was_in_tx", True) and self.conn.in_transaction:
             self.conn.commit()
+        for pragma, value in getattr(self, "_pragmas", {}).items():
+            try:
+                self.conn.execute(f"PRAGMA {pragma} = {value}")
+            except sqlite3.Error:
+                pass
 
     # -- indexes for iterated joins ------------------------------------------------------------------------
     def ensure_lookup_indexes(self, needs: list[tuple[str, tuple[str, ...]]]) -> None:
@@ -456,26 +478,29 @@ class SQLEvaluation:
         return {rel: ref.columns for rel, ref in self.refs.items() if ref.arity > 0}
 
     def eval_seminaive(self, s: Stratum, rules: list) -> None:
-        members = s.relations
-        delta = {rel: self.work_name(rel, "d") for rel in members}
-        new = {rel: self.work_name(rel, "n") for rel in members}
-        for rel in members:
-            self.create_table(delta[rel], rel)
-            self.create_table(new[rel], rel)
-            if self.refs[rel].columns:
-                # the NOT EXISTS de-duplication probes the full table on all columns
-                self.create_index(rel, self.refs[rel].sql, tuple(self.refs[rel].columns))
+        if self.engine == "sqlite":
+            self._seminaive_sqlite(s, rules)
+        else:
+            self._seminaive_bulk(s, rules)
+
+    def _variants(self, rules: list, delta: dict[str, str]) -> dict[str, list[str]]:
+        """Per head relation: each recursive rule once per recursive atom, that atom reading `delta`."""
         colmap = self.columns_for_index()
-        variants: dict[str, list[str]] = {rel: [] for rel in members}
+        variants: dict[str, list[str]] = {}
         for r, rec in rules:
             for pos in rec:
                 order = join_order(r, pos)
-                self.ensure_lookup_indexes([(rl, c) for rl, c in bound_columns(r, order, colmap)])
+                self.ensure_lookup_indexes(bound_columns(r, order, colmap))
                 atom = r.body[pos]
                 assert isinstance(atom, Atom)
-                sql = self.compiler.select(r, self.refs[r.head.rel].columns, {pos: delta[atom.rel]}, order, forced=True)
-                variants[r.head.rel].append(sql)
-        # initial round: the non-recursive rules, then everything known so far is the first delta
+                sql = self.compiler.select(
+                    r, self.refs[r.head.rel].columns, {pos: delta[atom.rel]}, order, forced=True, distinct=False
+                )
+                variants.setdefault(r.head.rel, []).append(sql)
+        return variants
+
+    def _initial_round(self, members: list[str], rules: list, delta: dict[str, str]) -> None:
+        """The non-recursive rules; then everything known so far is the first delta."""
         for rel in members:
             base = [
                 self.compiler.select(r, self.refs[rel].columns) for r, rec in rules if not rec and r.head.rel == rel
@@ -483,6 +508,57 @@ class SQLEvaluation:
             if base:
                 self._union_insert(rel, base, self._seeded(rel))
             self.exe(f"INSERT INTO {delta[rel]} SELECT * FROM {self.refs[rel].sql}")
+
+    def _seminaive_sqlite(self, s: Stratum, rules: list) -> None:
+        """Two work tables per relation alternate as delta and new. `new` has a unique index, so a derivation
+        costs one probe of the full table (NOT EXISTS) and one INSERT OR IGNORE: no DISTINCT passes."""
+        members = s.relations
+        work = [{rel: self.work_name(rel, k) for rel in members} for k in ("a", "b")]
+        for rel in members:
+            cols = tuple(self.refs[rel].columns)
+            self.create_index(rel, self.refs[rel].sql, cols)  # the NOT EXISTS probe
+            for w in work:
+                self.create_table(w[rel], rel)
+                bare = w[rel].split(".", 1)[1]
+                iname = quote(f"{bare.strip(chr(34))}_u")
+                self.exe(f"CREATE UNIQUE INDEX temp.{iname} ON {bare} ({', '.join(quote(c) for c in cols)})")
+        variants = [self._variants(rules, w) for w in work]
+        self._initial_round(members, rules, work[0])
+        loop_start = len(self.statements)
+        rounds = 0
+        cur = 0
+        while True:
+            rounds += 1
+            delta, new = work[cur], work[1 - cur]
+            added = 0
+            for rel in members:
+                for sql in variants[cur].get(rel, []):
+                    added += self.exe(
+                        f"INSERT OR IGNORE INTO {new[rel]} {self.not_known(sql, rel, self.refs[rel].sql)}"
+                    )
+            for rel in members:
+                self.exe(f"INSERT INTO {self.refs[rel].sql} SELECT * FROM {new[rel]}")
+                self.exe(f"DELETE FROM {delta[rel]}")
+            cur = 1 - cur
+            if self.dry_run:
+                self.statements.insert(
+                    loop_start, "-- repeat, the two work tables swapping roles, until no new tuples:"
+                )
+                break
+            if added == 0:
+                break
+        self.rounds = getattr(self, "rounds", 0) + rounds
+
+    def _seminaive_bulk(self, s: Stratum, rules: list) -> None:
+        """Set-at-a-time variant for DuckDB (hash joins, hash DISTINCT and anti-joins are cheap there)."""
+        members = s.relations
+        delta = {rel: self.work_name(rel, "d") for rel in members}
+        new = {rel: self.work_name(rel, "n") for rel in members}
+        for rel in members:
+            self.create_table(delta[rel], rel)
+            self.create_table(new[rel], rel)
+        variants = self._variants(rules, delta)
+        self._initial_round(members, rules, delta)
         loop_start = len(self.statements)
         rounds = 0
         while True:
@@ -490,7 +566,7 @@ class SQLEvaluation:
             for rel in members:
                 self.exe(f"DELETE FROM {new[rel]}")
             for rel in members:
-                for sql in variants[rel]:
+                for sql in variants.get(rel, []):
                     self.exe(f"INSERT INTO {new[rel]} {sql}")
             added = 0
             for rel in members:

@@ -397,7 +397,8 @@ class Parser:
 
     def literal(self) -> list[list[Literal]]:
         t = self.tok
-        if self.at("!"):
+        if self.at("!") or (t.kind == "ident" and t.text == "not" and self.peek().kind == "ident"):
+            # `!p(X)` (Soufflé); `not p(X)` is accepted as well (Nemo/crepe-style programs)
             self.advance()
             if self.at("("):
                 self.error("negation of a parenthesised formula is not supported; negate a single atom")
