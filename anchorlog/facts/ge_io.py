@@ -994,20 +994,18 @@ def _model_from_tree(t: list) -> Model:
 # ----------------------------------------------------------------------------------------------------------
 # IR -> text
 # ----------------------------------------------------------------------------------------------------------
+# Indentation by depth (protobuf's parsers refuse nesting deeper than 100, so 256 levels is plenty).
+_IND = ["  " * i for i in range(256)]
+
+
 class _TextWriter:
     def __init__(self) -> None:
         self.out: list[str] = []
-        self._ind = [""]
-
-    def ind(self, depth: int) -> str:
-        while len(self._ind) <= depth:
-            self._ind.append("  " * len(self._ind))
-        return self._ind[depth]
 
     # generic trees (unknown fields, attr_groups)
     def tree(self, t: list, d: int) -> None:
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         for k, v in _pairs(t):
             if k == "#wire":
                 self.tree(wire_to_tree(v), d)
@@ -1023,20 +1021,31 @@ class _TextWriter:
         if not attrs:
             return
         out = self.out
-        p = self.ind(d)
-        p1 = self.ind(d + 1)
+        p = _IND[d]
+        p1 = _IND[d + 1]
         # protobuf sorts map entries by key bytes; code point order is the same for UTF-8 text
+        p2 = _IND[d + 2]
+        close = f"{p1}}}\n{p}}}"
         for key in sorted(attrs):
-            out.append(f"{p}{field} {{")
-            out.append(f"{p1}key: {quote(key)}")
-            out.append(f"{p1}value {{")
-            self.attr(attrs[key], d + 2)
-            out.append(f"{p1}}}")
-            out.append(f"{p}}}")
+            a = attrs[key]
+            head = f"{p}{field} {{\n{p1}key: {quote(key)}\n{p1}value {{"
+            kind = a.kind
+            v = a.value
+            # the common scalar kinds in one line each (several text lines per list element)
+            if kind == "i" and type(v) is int and not a.extra:
+                out.append(f"{head}\n{p2}i: {v}\n{close}")
+            elif kind == "s" and type(v) is str and not _NEEDS_ESCAPE.search(v) and not a.extra:
+                out.append(f'{head}\n{p2}s: "{v}"\n{close}')
+            elif kind == "b" and not a.extra:
+                out.append(f"{head}\n{p2}b: {'true' if v else 'false'}\n{close}")
+            else:
+                out.append(head)
+                self.attr(a, d + 2)
+                out.append(close)
 
     def attr(self, a: Attr, d: int) -> None:
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         kind = a.kind
         v = a.value
         if kind == "s" or kind == "expression":
@@ -1074,7 +1083,7 @@ class _TextWriter:
         elif kind in ("list_list_int", "list_list_float"):
             outer, inner = ("list_list_i", "list_i") if kind == "list_list_int" else ("list_list_f", "list_f")
             fmt = str if kind == "list_list_int" else format_float
-            p1, p2 = self.ind(d + 1), self.ind(d + 2)
+            p1, p2 = _IND[d + 1], _IND[d + 2]
             out.append(f"{p}{kind} {{")
             for row in v:
                 out.append(f"{p1}{outer} {{")
@@ -1094,7 +1103,7 @@ class _TextWriter:
             if k != "#extra":
                 groups.setdefault(k, []).extend(items)
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         for k in sorted(groups, key=lambda k: LIST_FIELD_NUM.get(k, 99)):
             items = groups[k]
             if k == "s" or k == "bt":
@@ -1119,18 +1128,18 @@ class _TextWriter:
 
     def named_attrs(self, na: NamedAttrs, d: int) -> None:
         if na.name:
-            self.out.append(f"{self.ind(d)}name: {quote(na.name)}")
+            self.out.append(f"{_IND[d]}name: {quote(na.name)}")
         self.attr_map(na.attrs, d)
         if na.extra:
             self.tree(na.extra, d)
 
     def tensor_def(self, t: TensorDef, d: int) -> None:
         if t.desc is not None:
-            self.out.append(f"{self.ind(d)}desc {{")
+            self.out.append(f"{_IND[d]}desc {{")
             self.tensor_desc(t.desc, d + 1)
-            self.out.append(f"{self.ind(d)}}}")
+            self.out.append(f"{_IND[d]}}}")
         if t.data:
-            self.out.append(f"{self.ind(d)}data: {quote(t.data)}")
+            self.out.append(f"{_IND[d]}data: {quote(t.data)}")
         if t.extra:
             self.tree(t.extra, d)
 
@@ -1139,7 +1148,7 @@ class _TextWriter:
         if not other:
             return
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         for name, (num, kind) in specs.items():
             if not (lo <= num < hi) or name not in other:
                 continue
@@ -1160,7 +1169,7 @@ class _TextWriter:
 
     def tensor_desc(self, td: TensorDesc, d: int) -> None:
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         other = td.other
         if td.name:
             out.append(f"{p}name: {quote(td.name)}")
@@ -1168,7 +1177,7 @@ class _TextWriter:
             out.append(f"{p}dtype: {td.dtype}")
         if td.shape is not None:
             out.append(f"{p}shape {{")
-            p1 = self.ind(d + 1)
+            p1 = _IND[d + 1]
             out.extend(f"{p1}dim: {int(x)}" for x in td.shape)
             out.append(f"{p}}}")
         if td.layout:
@@ -1193,7 +1202,7 @@ class _TextWriter:
 
     def node(self, n: Node, d: int) -> None:
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         other = n.other
         out.append(f"{p}name: {quote(n.name)}")
         if n.type:
@@ -1211,7 +1220,7 @@ class _TextWriter:
             out.append(f"{p}stream_id: {int(n.stream_id)}")
         if other:
             self.other_fields(other, OP_OTHER, 23, 33, d)
-        p1 = self.ind(d + 1)
+        p1 = _IND[d + 1]
         for td in n.input_desc:
             out.append(f"{p}input_desc {{")
             self.tensor_desc(td, d + 1)
@@ -1228,7 +1237,7 @@ class _TextWriter:
 
     def graph(self, g: Graph, d: int) -> None:
         out = self.out
-        p = self.ind(d)
+        p = _IND[d]
         if g.name:
             out.append(f"{p}name: {quote(g.name)}")
         out.extend(f"{p}input: {quote(x)}" for x in g.input)
