@@ -37,6 +37,11 @@ def main() -> int:
         capture_output=True,
         text=True,
     )
+    if not re.search(r"^\d+ passed, \d+ failed$", proc.stdout, re.M):
+        # the runner did not finish: never read a crash as "nothing failed"
+        print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
+        print(f"conformance: the runner did not complete (exit {proc.returncode})", file=sys.stderr)
+        return 1
     failing = set(re.findall(r"^FAIL (\S+?):", proc.stdout, re.M))
     all_ids = sorted(p.name for p in cases.iterdir() if (p / "case.json").exists() and a.filter in p.name)
     passing = [i for i in all_ids if i not in failing]

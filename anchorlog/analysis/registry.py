@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from anchorlog.errors import OptionError
@@ -40,16 +41,35 @@ class PassInfo:
 
 PASSES: dict[str, PassInfo] = {}
 
+# Option key -> function that raises ValueError (with a readable reason) for a value the pass cannot use.
+OptionValidator = Callable[[str], Any]
+OPTION_VALIDATORS: dict[str, OptionValidator] = {}
 
-def register(name: str, *, options: tuple[str, ...] = (), doc: str = "") -> Callable[[PassFn], PassFn]:
-    """Decorator: register ``fn`` as the pass ``name`` reading GE options ``options``."""
+
+def register(
+    name: str, *, options: tuple[str, ...] | Mapping[str, OptionValidator | None] = (), doc: str = ""
+) -> Callable[[PassFn], PassFn]:
+    """Decorator: register ``fn`` as the pass ``name`` reading GE options ``options``.
+
+    ``options`` is a tuple of keys, or a mapping key -> validator; a validator parses the value and raises
+    ``ValueError`` when it is unusable, so that a bad value is refused before any pass runs."""
 
     def deco(fn: PassFn) -> PassFn:
         first_line = (fn.__doc__ or "").strip().split("\n", 1)[0]
-        PASSES[name] = PassInfo(name, fn, doc or first_line, options)
+        keys = tuple(options)
+        if isinstance(options, Mapping):
+            for key, check in options.items():
+                if check is not None:
+                    register_option_validator(key, check)
+        PASSES[name] = PassInfo(name, fn, doc or first_line, keys)
         return fn
 
     return deco
+
+
+def register_option_validator(key: str, check: OptionValidator) -> None:
+    """Validate values of option ``key`` up front (``check`` raises ValueError for a bad value)."""
+    OPTION_VALIDATORS[key] = check
 
 
 def register_pipeline(name: str, passes: tuple[str, ...], doc: str) -> None:
@@ -96,10 +116,18 @@ def known_options() -> set[str]:
 
 
 def check_options(options: dict[str, str]) -> None:
+    """Refuse unknown option keys (listing the known ones) and values their validator rejects."""
     known = known_options()
-    for key in options:
+    for key, value in options.items():
         if key not in known:
             raise OptionError(f"unknown option {key!r}; known options: {', '.join(sorted(known)) or '(none)'}", "--option")
+        check = OPTION_VALIDATORS.get(key)
+        if check is None:
+            continue
+        try:
+            check(value)
+        except (ValueError, TypeError) as exc:
+            raise OptionError(f"bad value {value!r} for {key}: {exc}", "--option") from None
 
 
 def run_passes(model: Model, names: list[str], ctx: PassContext) -> dict[str, Any]:
