@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 
 from anchorlog.errors import OptionError
 from anchorlog.facts.graph import Model
@@ -120,7 +120,9 @@ def check_options(options: dict[str, str]) -> None:
     known = known_options()
     for key, value in options.items():
         if key not in known:
-            raise OptionError(f"unknown option {key!r}; known options: {', '.join(sorted(known)) or '(none)'}", "--option")
+            raise OptionError(
+                f"unknown option {key!r}; known options: {', '.join(sorted(known)) or '(none)'}", "--option"
+            )
         check = OPTION_VALIDATORS.get(key)
         if check is None:
             continue
