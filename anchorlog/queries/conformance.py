@@ -81,7 +81,7 @@ class _SQLBase:
             raise cls(e) from None
         out: dict[str, set[tuple]] = {rel: set(rows) for rel, rows in facts.items()}
         for rel in res.relations:
-            out.setdefault(rel, set()).update(res.rows(rel))
+            out.setdefault(rel, set()).update(res.set(rel))
         return Model(out)
 
     def run_options(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from .syntax import (
     Call,
     Compare,
     Const,
+    Negation,
     ProgramAST,
     Rule,
     Term,
@@ -48,7 +49,8 @@ class Result(Mapping):
 
     def __init__(self, columns: dict[str, list[str]], rows: dict[str, list[tuple]], explain: str = "") -> None:
         self._columns = columns
-        self._rows = {rel: sorted(r, key=_sort_key) for rel, r in rows.items()}
+        self._rows = rows  # sorted on first access (results can be large; many callers only count or filter)
+        self._sorted: set[str] = set()
         self._frames: dict[str, pandas.DataFrame] = {}
         self.explain = explain
 
@@ -63,23 +65,34 @@ class Result(Mapping):
                 "with .output directives only those are kept, pass outputs=[...] to run() for others)"
             )
 
-    def rows(self, rel: str) -> list[tuple]:
+    def _sorted_rows(self, rel: str) -> list[tuple]:
         self._check(rel)
-        return list(self._rows[rel])
+        if rel not in self._sorted:
+            self._rows[rel] = sorted(self._rows[rel], key=_sort_key)
+            self._sorted.add(rel)
+        return self._rows[rel]
+
+    def rows(self, rel: str) -> list[tuple]:
+        return list(self._sorted_rows(rel))
+
+    def count(self, rel: str) -> int:
+        self._check(rel)
+        return len(self._rows[rel])
 
     def columns(self, rel: str) -> list[str]:
         self._check(rel)
         return list(self._columns[rel])
 
     def set(self, rel: str) -> set[tuple]:
-        return set(self.rows(rel))
+        self._check(rel)
+        return set(self._rows[rel])
 
     def __getitem__(self, rel: str) -> pandas.DataFrame:
         import pandas
 
         self._check(rel)
         if rel not in self._frames:
-            self._frames[rel] = pandas.DataFrame(self._rows[rel], columns=self._columns[rel])
+            self._frames[rel] = pandas.DataFrame(self._sorted_rows(rel), columns=self._columns[rel])
         return self._frames[rel].copy()
 
     def __iter__(self):
@@ -169,6 +182,13 @@ def infer_types(
                         env[a.name] = ty
         for _ in range(3):
             for lit in body:
+                # a variable compared with a typed term has that term's type (`X <= 3`: X is a number)
+                if isinstance(lit, Compare) and lit.op in ("<", "<=", ">", ">=", "!="):
+                    for x, e in ((lit.left, lit.right), (lit.right, lit.left)):
+                        if isinstance(x, Var) and env.get(x.name) is None:
+                            ty = term_type(e, env)
+                            if ty is not None:
+                                env[x.name] = ty
                 if isinstance(lit, Compare) and lit.op == "=":
                     for x, e in ((lit.left, lit.right), (lit.right, lit.left)):
                         if isinstance(x, Var) and env.get(x.name) is None:
@@ -182,10 +202,24 @@ def infer_types(
         changed = False
         rounds += 1
         for r in ast.rules:
-            if r.head.rel in fixed:
-                continue
+            for lit in r.body:  # constants in body atoms type the columns they sit in
+                atom = lit.atom if isinstance(lit, Negation) else lit
+                if isinstance(atom, Atom) and atom.rel not in fixed:
+                    for k, a in enumerate(atom.args):
+                        if isinstance(a, Const) and types[atom.rel][k] is None:
+                            types[atom.rel][k] = value_type(a.value)
+                            changed = True
             env: dict[str, str | None] = {}
             bind(r.body, env)
+            for lit in r.body:  # backwards: a column read into a typed variable has that type
+                atom = lit.atom if isinstance(lit, Negation) else lit
+                if isinstance(atom, Atom) and atom.rel not in fixed:
+                    for k, a in enumerate(atom.args):
+                        if isinstance(a, Var) and types[atom.rel][k] is None and env.get(a.name) is not None:
+                            types[atom.rel][k] = env[a.name]
+                            changed = True
+            if r.head.rel in fixed:
+                continue
             cur = types[r.head.rel]
             for k, a in enumerate(r.head.args):
                 if cur[k] is None:

@@ -1,0 +1,218 @@
+"""Datalog engine benchmark: the same rule text on SQLite, DuckDB and pyDatalog, against a plain Python /
+networkx baseline, over generated graphs of 1 k / 10 k / 100 k nodes.
+
+Workloads (rules below):
+- seeded:    reachability from the root of a random DAG (random recursive tree + 10 % cross edges)
+- allpairs:  transitive closure of the same DAG (size ~ n * depth)
+- samegen:   same generation over a forest of 32-node random trees (derived size linear in n)
+- traceback: TensorMove-style backward walk from 2 % "TensorMove" nodes through pass-through nodes (Identity,
+             50 %) to the first real producer, over a random tree (each node one input)
+
+    .venv/bin/python benchmarks/bench_engine.py --sizes 1000 10000 100000 --pyd-timeout 60
+
+Times are the engine's `Program.run` (facts already in the SQLite database; includes work tables, the
+evaluation and fetching the result rows into Python) and, for the baseline, the Python computation.
+pyDatalog runs in a forked process capped by --pyd-timeout; "> N s" marks runs that did not finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sqlite3
+import time
+from collections import defaultdict
+
+RULES = {
+    "seeded": """
+        .decl reach(n: number)
+        .output reach
+        reach(Y) :- edge(0, Y).
+        reach(Y) :- reach(X), edge(X, Y).
+    """,
+    "allpairs": """
+        .decl tc(a: number, b: number)
+        .output tc
+        tc(X, Y) :- edge(X, Y).
+        tc(X, Z) :- tc(X, Y), edge(Y, Z).
+    """,
+    "samegen": """
+        .decl sg(a: number, b: number)
+        .output sg
+        sg(X, Y) :- edge(P, X), edge(P, Y), X != Y.
+        sg(X, Y) :- edge(A, X), sg(A, B), edge(B, Y).
+    """,
+    "traceback": """
+        .decl trace(t: number, s: number)
+        .decl origin(t: number, s: number)
+        .output origin
+        trace(T, S) :- kind(T, "TensorMove"), edge(S, T).
+        trace(T, S2) :- trace(T, S), kind(S, "Identity"), edge(S2, S).
+        origin(T, S) :- trace(T, S), !kind(S, "Identity").
+    """,
+}
+
+
+def dag(n: int, rng: random.Random) -> list[tuple[int, int]]:
+    edges = [(rng.randrange(i), i) for i in range(1, n)]
+    edges += [(rng.randrange(i), i) for i in rng.sample(range(1, n), n // 10)]
+    return list(dict.fromkeys(edges))
+
+
+def forest(n: int, rng: random.Random, size: int = 32) -> list[tuple[int, int]]:
+    return [(i - (i % size) + rng.randrange(i % size), i) for i in range(n) if i % size]
+
+
+def tree_with_kinds(n: int, rng: random.Random) -> tuple[list[tuple[int, int]], list[tuple[int, str]]]:
+    edges = [(rng.randrange(max(0, i - 50), i), i) for i in range(1, n)]
+    kinds = []
+    for i in range(n):
+        r = rng.random()
+        kinds.append((i, "TensorMove" if r < 0.02 else "Identity" if r < 0.52 else "Op"))
+    return edges, kinds
+
+
+def make_db(edges, kinds=None) -> sqlite3.Connection:
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE edge (src INTEGER, dst INTEGER)")
+    c.executemany("INSERT INTO edge VALUES (?, ?)", edges)
+    c.execute("CREATE INDEX edge_src ON edge (src)")
+    c.execute("CREATE INDEX edge_dst ON edge (dst)")
+    if kinds is not None:
+        c.execute("CREATE TABLE kind (node INTEGER, type TEXT)")
+        c.executemany("INSERT INTO kind VALUES (?, ?)", kinds)
+        c.execute("CREATE INDEX kind_node ON kind (node)")
+    c.execute("ANALYZE")
+    c.commit()
+    return c
+
+
+def baseline(work: str, edges, kinds=None) -> int:
+    """Plain Python (networkx where it has the algorithm): the number of derived tuples."""
+    import networkx as nx
+
+    if work == "seeded":
+        g = nx.DiGraph(edges)
+        return len(nx.descendants(g, 0))
+    if work == "allpairs":
+        g = nx.DiGraph(edges)
+        total = 0
+        desc: dict[int, set[int]] = {}
+        for v in reversed(list(nx.topological_sort(g))):
+            s: set[int] = set()
+            for w in g.successors(v):
+                s.add(w)
+                s |= desc[w]
+            desc[v] = s
+            total += len(s)
+        return total
+    if work == "samegen":
+        children = defaultdict(list)
+        parents = defaultdict(list)
+        for a, b in edges:
+            children[a].append(b)
+            parents[b].append(a)
+        sg = {(x, y) for p in list(children) for x in children[p] for y in children[p] if x != y}
+        frontier = set(sg)
+        while frontier:
+            new = set()
+            for a, b in frontier:
+                for x in children.get(a, ()):
+                    for y in children.get(b, ()):
+                        if (x, y) not in sg:
+                            new.add((x, y))
+            sg |= new
+            frontier = new
+        return len(sg)
+    if work == "traceback":
+        kind = dict(kinds)
+        parent = defaultdict(list)
+        for a, b in edges:
+            parent[b].append(a)
+        out = set()
+        for t, k in kinds:
+            if k != "TensorMove":
+                continue
+            stack = list(parent[t])
+            seen = set()
+            while stack:
+                s = stack.pop()
+                if s in seen:
+                    continue
+                seen.add(s)
+                if kind[s] == "Identity":
+                    stack += parent[s]
+                else:
+                    out.add((t, s))
+        return len(out)
+    raise ValueError(work)
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t0, value
+
+
+def main() -> None:
+    from anchorlog.errors import AnchorlogError
+    from anchorlog.queries import Program
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--work", nargs="+", default=list(RULES))
+    ap.add_argument("--pyd-timeout", type=float, default=60.0)
+    ap.add_argument("--pyd-max", type=int, default=10000, help="largest size pyDatalog is tried on")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    # warm up imports and the engines once so the first row does not pay for them
+    warm = make_db([(0, 1), (1, 2)], [(0, "Op"), (1, "Identity"), (2, "TensorMove")])
+    for engine in ("sqlite", "duckdb", "pydatalog"):
+        Program.from_text(RULES["traceback"]).run(warm, engine=engine)
+    print(
+        "| workload | nodes | derived | SQLite | SQLite semi-naive | DuckDB | pyDatalog | Python/networkx | pyDatalog / SQLite |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for work in args.work:
+        prog = Program.from_text(RULES[work])
+        out = prog.outputs[0]
+        for n in args.sizes:
+            rng = random.Random(args.seed)
+            kinds = None
+            if work in ("seeded", "allpairs"):
+                edges = dag(n, rng)
+            elif work == "samegen":
+                edges = forest(n, rng)
+            else:
+                edges, kinds = tree_with_kinds(n, rng)
+            db = make_db(edges, kinds)
+            t_sql, res = timed(lambda db=db: prog.run(db))
+            derived = res.count(out)
+            t_semi, res2 = timed(lambda db=db: prog.run(db, recursive_cte=False))
+            assert res2.count(out) == derived
+            t_duck, res3 = timed(lambda db=db: prog.run(db, engine="duckdb"))
+            assert res3.count(out) == derived
+            if n <= args.pyd_max:
+                try:
+                    t_pyd, res4 = timed(lambda db=db: prog.run(db, engine="pydatalog", timeout=args.pyd_timeout))
+                    assert res4.count(out) == derived
+                    pyd = f"{t_pyd:.3f} s"
+                    ratio = f"{t_pyd / t_sql:.0f}x"
+                except AnchorlogError:
+                    pyd = f"> {args.pyd_timeout:g} s"
+                    ratio = f"> {args.pyd_timeout / t_sql:.0f}x"
+            else:
+                pyd, ratio = "not run", ""
+            t_base, count = timed(lambda: baseline(work, edges, kinds))
+            assert count == derived, (work, n, count, derived)
+            print(
+                f"| {work} | {n:,} | {derived:,} | {t_sql:.3f} s | {t_semi:.3f} s | {t_duck:.3f} s | {pyd} | "
+                f"{t_base:.3f} s | {ratio} |",
+                flush=True,
+            )
+            db.close()
+
+
+if __name__ == "__main__":
+    main()
