@@ -14,8 +14,9 @@ written as ``dt`` stays ``dt`` and an empty typed list keeps its ``val_type``. U
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 # AttrDef oneof kinds, in the order GE's proto declares them.
 SCALAR_KINDS = ("s", "i", "f", "b", "bt", "dt", "expression")
@@ -41,7 +42,7 @@ class NamedAttrs:
     """``NamedAttrs`` (attr kind ``func`` and list kind ``na``)."""
 
     name: str = ""
-    attrs: dict[str, "Attr"] = field(default_factory=dict)
+    attrs: dict[str, Attr] = field(default_factory=dict)
     extra: list[Any] = field(default_factory=list)
 
 
@@ -49,7 +50,7 @@ class NamedAttrs:
 class TensorDef:
     """``TensorDef`` (attr kind ``t``): a descriptor and raw bytes."""
 
-    desc: "TensorDesc | None" = None
+    desc: TensorDesc | None = None
     data: bytes = b""
     extra: list[Any] = field(default_factory=list)
 
@@ -75,7 +76,7 @@ class Attr:
         return self.value
 
     @staticmethod
-    def of(value: Any, kind: str | None = None) -> "Attr":
+    def of(value: Any, kind: str | None = None) -> Attr:
         """Wrap a Python value, choosing the ``AttrDef`` kind GE would use for it unless ``kind`` is given."""
         if isinstance(value, Attr):
             return value
@@ -177,7 +178,7 @@ class TensorDesc(_AttrMixin):
     def origin_shape(self) -> list[int]:
         return list(self.attr("origin_shape", self.shape or []))
 
-    def copy(self) -> "TensorDesc":
+    def copy(self) -> TensorDesc:
         import copy
 
         return copy.deepcopy(self)
@@ -205,7 +206,7 @@ class Node(_AttrMixin):
     # has_out_attr, unknown fields ...) keyed by field name, as read.
     other: dict[str, Any] = field(default_factory=dict)
     extra: list[Any] = field(default_factory=list)
-    graph: "Graph | None" = field(default=None, repr=False)
+    graph: Graph | None = field(default=None, repr=False)
 
     @property
     def num_outputs(self) -> int:
@@ -217,6 +218,20 @@ class Node(_AttrMixin):
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, {self.type!r})"
+
+    def set_attr(self, key: str, value: Any, kind: str | None = None) -> None:
+        super().set_attr(key, value, kind)
+        self.touch()
+
+    def del_attr(self, key: str) -> None:
+        super().del_attr(key)
+        self.touch()
+
+    def touch(self) -> None:
+        """Record that this node changed (call after editing one of its TensorDescs in place), so that
+        derived facts are refreshed for it (see :attr:`Graph.touched`)."""
+        if self.graph is not None:
+            self.graph.touched.add(self.name)
 
 
 class Graph(_AttrMixin):
@@ -236,6 +251,9 @@ class Graph(_AttrMixin):
         self.model: Model | None = None
         self._consumers: dict[Anchor, list[tuple[str, int]]] | None = None
         self._ctrl_succ: dict[str, list[str]] | None = None
+        # Names of nodes edited (inputs, control inputs, attrs, added or removed) since the last fact sync;
+        # the fact cache refreshes exactly these rows. Whoever syncs clears it.
+        self.touched: set[str] = set()
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
@@ -256,14 +274,18 @@ class Graph(_AttrMixin):
     # The consumer index is kept up to date by these methods. Code that edits ``Node.inputs`` or
     # ``Node.ctrl_inputs`` directly must call :meth:`invalidate` afterwards.
     def invalidate(self) -> None:
+        """Drop the consumer index after direct edits of ``Node.inputs``/``ctrl_inputs`` (and record every
+        node as touched, since which ones changed is unknown)."""
         self._consumers = None
         self._ctrl_succ = None
+        self.touched.update(self.nodes)
 
     def add_node(self, node: Node, *, after: str | None = None) -> Node:
         """Insert ``node`` (name must be new in this graph); at the end, or right after node ``after``."""
         if node.name in self.nodes:
             raise ValueError(f"graph {self.name}: duplicate node name {node.name!r}")
         node.graph = self
+        self.touched.add(node.name)
         if after is None:
             self.nodes[node.name] = node
         else:
@@ -296,6 +318,7 @@ class Graph(_AttrMixin):
             self.remove_ctrl(name, dst)
         del self.nodes[name]
         node.graph = None
+        self.touched.add(name)
         return node
 
     def unique_name(self, base: str) -> str:
@@ -317,6 +340,7 @@ class Graph(_AttrMixin):
         while len(d.inputs) <= dst_in:
             d.inputs.append(None)
         d.inputs[dst_in] = (src, src_out)
+        self.touched.add(dst)
         if self._consumers is not None:
             self._consumers.setdefault((src, src_out), []).append((dst, dst_in))
 
@@ -326,6 +350,7 @@ class Graph(_AttrMixin):
         old = d.inputs[dst_in] if dst_in < len(d.inputs) else None
         if old is not None:
             d.inputs[dst_in] = None
+            self.touched.add(dst)
             if self._consumers is not None:
                 users = self._consumers.get(old, [])
                 if (dst, dst_in) in users:
@@ -340,6 +365,7 @@ class Graph(_AttrMixin):
         if src in d.ctrl_inputs:
             return False
         d.ctrl_inputs.append(src)
+        self.touched.add(dst)
         if self._ctrl_succ is not None:
             self._ctrl_succ.setdefault(src, []).append(dst)
         return True
@@ -350,6 +376,7 @@ class Graph(_AttrMixin):
         if src not in d.ctrl_inputs:
             return False
         d.ctrl_inputs.remove(src)
+        self.touched.add(dst)
         if self._ctrl_succ is not None and dst in self._ctrl_succ.get(src, []):
             self._ctrl_succ[src].remove(dst)
         return True
@@ -410,6 +437,8 @@ class Model(_AttrMixin):
         self.other: dict[str, Any] = {}
         self.extra: list[Any] = []
         self.source: str | None = None  # file it was read from, for messages
+        # Bumped when graphs are added or removed (subgraph structure changed: facts need a full re-derive).
+        self.structure_version = 0
         for g in graphs:
             self.add_graph(g)
 
@@ -425,12 +454,14 @@ class Model(_AttrMixin):
             raise ValueError(f"duplicate graph name {g.name!r}")
         g.model = self
         self.graphs.append(g)
+        self.structure_version += 1
         return g
 
     def remove_graph(self, name: str) -> Graph:
         g = self.graph(name)
         self.graphs.remove(g)
         g.model = None
+        self.structure_version += 1
         return g
 
     def graph(self, name: str) -> Graph:

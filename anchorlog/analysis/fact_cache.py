@@ -1,0 +1,37 @@
+"""One fact database per pipeline run, shared by the passes and kept in step with their edits.
+
+Deriving the facts of a 100k-node model costs seconds; a pipeline of seven passes should pay it once. The
+IR records which nodes each edit touched (``Graph.touched``, ``Model.structure_version``); before handing
+the database to the next pass, :func:`shared_facts` re-derives exactly those rows (``FactDB.refresh_nodes``),
+or everything when subgraphs were added or removed.
+"""
+
+from __future__ import annotations
+
+from anchorlog.analysis.registry import PassContext
+from anchorlog.facts.graph import Model
+from anchorlog.facts.relations import FactDB
+
+_KEY = "fact_cache"
+
+
+def shared_facts(model: Model, ctx: PassContext) -> FactDB:
+    """The fact database of ``model`` for this pipeline run, up to date with every edit made so far.
+
+    Edits made through the IR's editing methods (``connect``, ``remove_node``, ``set_attr`` ...) are tracked
+    automatically; after changing a TensorDesc in place call ``node.touch()``."""
+    entry = ctx.state.get(_KEY)
+    if entry is None or entry["model"] is not model or entry["structure"] != model.structure_version:
+        if entry is not None:
+            entry["db"].close()
+        for g in model.graphs:
+            g.touched.clear()
+        db = FactDB.from_model(model)
+        ctx.state[_KEY] = {"model": model, "db": db, "structure": model.structure_version}
+        return db
+    db: FactDB = entry["db"]
+    for g in model.graphs:
+        if g.touched:
+            db.refresh_nodes(g, sorted(g.touched), model)
+            g.touched.clear()
+    return db
