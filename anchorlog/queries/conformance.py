@@ -108,4 +108,12 @@ class DuckDBEvaluator(_SQLBase):
 
 
 class PyDatalogEvaluator(_SQLBase):
+    """pyDatalog, each program in a forked process capped at `timeout` seconds."""
+
     engine = "pydatalog"
+
+    def __init__(self, timeout: float | None = 60.0) -> None:
+        self.timeout = timeout
+
+    def run_options(self) -> dict[str, Any]:
+        return {"timeout": self.timeout}
