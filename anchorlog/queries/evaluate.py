@@ -287,7 +287,8 @@ class SQLEvaluation:
 
     def create_index(self, rel: str, table: str, cols: tuple[str, ...]) -> None:
         key = (table, cols)
-        if key in self._indexed:
+        # an existing index whose leading columns are these serves the lookup as well (fewer indexes to update)
+        if any(t == table and c[: len(cols)] == cols for t, c in self._indexed):
             return
         self._indexed.add(key)
         if self.engine != "sqlite":
