@@ -1005,6 +1005,40 @@ def _mode(options: dict[str, str]) -> str:
     return mode
 
 
+def check_output_reuse_option(value: str) -> list[tuple[int, int]]:
+    """Validator of ``ge.exec.outputReuseInputMemIndexes`` (run before any pass): GE's partial-parse rules apply
+    to the pieces, but a non-blank value with no ``in,out`` pair at all cannot be what the user meant."""
+    pairs = parse_output_reuse_pairs(value)
+    if value.strip() and not pairs:
+        raise ValueError("holds no 'input,output' pair (format: \"0,0|1,1\")")
+    return pairs
+
+
+def check_input_reuse_option(value: str) -> str:
+    """Validator of ``ge.exec.inputReuseMemIndexes``: GE reads the comma-split tokens as int32 and answers "no"
+    from the first bad token on (``"12abc"`` is GE-valid and simply reuses nothing); a value in which no token
+    even starts with a number is a typo and is refused."""
+    tokens = [t for t in value.split(",") if t.strip()]
+    if tokens and not any(re.match(r"\s*[+-]?\d", t) for t in tokens):
+        raise ValueError('no comma-separated token is an input index (format: "0,2")')
+    return value
+
+
+def check_oo_level_option(value: str) -> str:
+    """Validator of ``ge.oo.level``: one of GE's optimisation levels O0..O3."""
+    level = value.strip().upper()
+    if level not in ("O0", "O1", "O2", "O3"):
+        raise ValueError("must be one of O0, O1, O2, O3")
+    return level
+
+
+def check_init_option(value: str) -> str:
+    """Validator of ``anchorlog.tensor_move.init``."""
+    if value not in INIT_MODES:
+        raise ValueError(f"must be one of {', '.join(INIT_MODES)}")
+    return value
+
+
 def _validate_reuse_options(options: dict[str, str]) -> None:
     """Reject reuse option values GE would silently ignore entirely: a value with no parsable pair at all is
     almost certainly a typo (GE's own partial-parse rules still apply to the rest)."""
@@ -1100,7 +1134,15 @@ def _run_tensor_move_delete(
     }
 
 
-@register("tensor-move-delete", options=(OPT_OUTPUT_REUSE, OPT_INPUT_REUSE, OPT_OO_LEVEL, OPT_INIT))
+@register(
+    "tensor-move-delete",
+    options={
+        OPT_OUTPUT_REUSE: check_output_reuse_option,
+        OPT_INPUT_REUSE: check_input_reuse_option,
+        OPT_OO_LEVEL: check_oo_level_option,
+        OPT_INIT: check_init_option,
+    },
+)
 def run(model: Model, ctx: PassContext) -> dict:
     """Delete redundant TensorMoves (GE TensorMoveDeletePass): traceback, five rules, GE's order."""
     return run_tensor_move_delete(model, ctx.options, engine=ctx.engine)
