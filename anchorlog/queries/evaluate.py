@@ -64,7 +64,7 @@ class SQLEvaluation:
         self.conn = conn
         self.engine = engine
         self.extra = extra
-        self.recursive_cte = recursive_cte and engine == "sqlite"
+        self.recursive_cte = recursive_cte
         self.dry_run = dry_run
         self.run_id = next(_ids)
         self.statements: list[str] = []
@@ -468,7 +468,12 @@ class SQLEvaluation:
             base.insert(0, f"SELECT * FROM {target}")
         if not base:
             return  # nothing to start from: the relation stays empty
-        body = " UNION ".join(base + recursive)
+        if self.engine == "duckdb":
+            # DuckDB allows one recursive term: the recursive rules go into one derived table
+            rec_sql = " UNION ".join(recursive)
+            body = f"SELECT * FROM ({' UNION '.join(base)}) UNION SELECT * FROM ({rec_sql})"
+        else:
+            body = " UNION ".join(base + recursive)
         col_list = ", ".join(quote(c) for c in cols)
         select = f"SELECT * FROM {cte}"
         if seeded:
