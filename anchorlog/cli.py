@@ -14,7 +14,8 @@ import importlib
 import pkgutil
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from anchorlog.errors import AnchorlogError, OptionError
 
@@ -24,7 +25,7 @@ PROG = "anchorlog"
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (raised as OptionError so that main() reports them uniformly)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
         raise OptionError(f"{message} (see '{self.prog} --help')")
 
 
@@ -73,7 +74,7 @@ def _version() -> str:
         return "unknown"
 
 
-def progress_printer(args: argparse.Namespace):
+def progress_printer(args: argparse.Namespace) -> Callable[[str], None]:
     """A ``progress(msg)`` callable: one line on stderr per message, silent with ``--quiet``."""
     if getattr(args, "quiet", False):
         return lambda msg: None

@@ -139,3 +139,250 @@ def test_unwritable_output_read_only_dir(tmp_path, capsys):
     ro.chmod(0o500)
     assert main(["convert", "/work/shared/real-graphs/origin.txt", str(ro / "o.pbtxt")]) == 2
     assert "permission denied" in capsys.readouterr().err
+
+
+# --- outputs that would destroy an input, unknown output formats, outputs that cannot be created ----------
+
+ORIGIN = "/work/shared/real-graphs/origin.txt"
+
+
+@pytest.fixture
+def noop_pass(monkeypatch):
+    """A pass that records that it ran (so a test can tell that a refusal came before any work)."""
+    from anchorlog.analysis import registry
+
+    registry.load_all()
+    ran: list[str] = []
+
+    def noop(model, ctx):
+        ran.append("test-noop")
+        return {}
+
+    monkeypatch.setitem(registry.PASSES, "test-noop", registry.PassInfo("test-noop", noop, "no-op"))
+    return ran
+
+
+def _read_only_copy(tmp_path, name: str = "case.pbtxt"):
+    path = tmp_path / name
+    path.write_text(model(op("a", "Data"), op("b", inputs=["a:0"])))
+    path.chmod(0o444)
+    return path
+
+
+def _one_error_line(capsys, *needles: str) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_optimize_refuses_to_overwrite_its_input(tmp_path, capsys, noop_pass, monkeypatch):
+    src = _read_only_copy(tmp_path)
+    before = src.read_bytes()
+    report = tmp_path / "r.json"
+    assert main(["optimize", str(src), "--output", str(src), "--report", str(report), "--passes", "test-noop"]) == 2
+    _one_error_line(capsys, str(src), "input")
+    # the same file under another spelling (relative path through a symlinked directory)
+    (tmp_path / "link").symlink_to(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["optimize", str(src), "-o", "link/case.pbtxt", "--report", str(report), "--passes", "test-noop"]) == 2
+    _one_error_line(capsys, "link/case.pbtxt", "input")
+    # the report must not replace the input either
+    assert (
+        main(["optimize", str(src), "-o", str(tmp_path / "o.pbtxt"), "--report", str(src), "--passes", "test-noop"])
+        == 2
+    )
+    _one_error_line(capsys, str(src))
+    assert src.read_bytes() == before and noop_pass == [] and not report.exists()
+
+
+def test_optimize_output_and_report_differ_under_any_spelling(tmp_path, capsys, noop_pass):
+    src = _read_only_copy(tmp_path)
+    out = tmp_path / "o.pbtxt"
+    other_spelling = tmp_path / "sub" / ".." / "o.pbtxt"
+    (tmp_path / "sub").mkdir()
+    assert main(["optimize", str(src), "-o", str(out), "--report", str(other_spelling), "--passes", "test-noop"]) == 2
+    _one_error_line(capsys, "same file")
+    assert not out.exists() and noop_pass == []
+
+
+def test_convert_refuses_to_overwrite_its_input(tmp_path, capsys):
+    src = _read_only_copy(tmp_path)
+    before = src.read_bytes()
+    assert main(["convert", str(src), str(src)]) == 2
+    _one_error_line(capsys, str(src), "input")
+    assert src.read_bytes() == before
+
+
+def test_facts_refuses_to_overwrite_an_input(tmp_path, capsys):
+    src = _read_only_copy(tmp_path)
+    before = src.read_bytes()
+    assert main(["facts", str(src), "--db", str(src)]) == 2
+    _one_error_line(capsys, str(src), "input")
+    assert src.read_bytes() == before
+
+
+def test_draw_refuses_to_overwrite_its_input(tmp_path, capsys):
+    # a GE text model named *.dot is read (the format is sniffed) and would be replaced by the drawing
+    src = _read_only_copy(tmp_path, "case.dot")
+    before = src.read_bytes()
+    assert main(["draw", str(src), "-o", str(src)]) == 2
+    _one_error_line(capsys, str(src), "input")
+    other = _read_only_copy(tmp_path, "before.dot")
+    assert main(["draw", str(src), "--diff", str(other), "-o", str(other)]) == 2
+    _one_error_line(capsys, str(other), "input")
+    assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["optimize", "convert"])
+@pytest.mark.parametrize("name", ["out.xyz", "out", "out.json"])
+def test_unknown_model_output_suffix_is_refused(tmp_path, capsys, noop_pass, command, name):
+    src = _read_only_copy(tmp_path)
+    out = tmp_path / name
+    if command == "optimize":
+        argv = ["optimize", str(src), "-o", str(out), "--report", str(tmp_path / "r.json"), "--passes", "test-noop"]
+    else:
+        argv = ["convert", str(src), str(out)]
+    assert main(argv) == 2
+    _one_error_line(capsys, str(out), ".pbtxt", ".txt", ".pb")
+    assert not out.exists() and noop_pass == []
+
+
+@pytest.mark.parametrize("name", ["out.pbtxt", "out.txt", "out.prototxt", "out.pb", "OUT.PB"])
+def test_known_model_output_suffixes_are_written(tmp_path, name):
+    src = _read_only_copy(tmp_path)
+    assert main(["-q", "convert", str(src), str(tmp_path / name)]) == 0
+    assert ge_io.read_model(tmp_path / name).num_nodes() == 2
+
+
+def test_check_writable_really_tries(tmp_path):
+    from anchorlog.fileutil import check_writable
+
+    # /proc is a directory that even root cannot create files in; os.access() says it can
+    with pytest.raises(InputError, match="cannot write output"):
+        check_writable("/proc/anchorlog-out.pbtxt")
+    check_writable(tmp_path / "fine.pbtxt")
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing behind
+
+
+@pytest.mark.parametrize("where", ["proc", "file_parent"])
+def test_unwritable_output_refused_before_any_work_even_as_root(tmp_path, capsys, noop_pass, where):
+    src = _read_only_copy(tmp_path)
+    if where == "proc":
+        out = "/proc/anchorlog-test-out.pbtxt"
+    else:
+        (tmp_path / "plain").write_text("x")
+        out = str(tmp_path / "plain" / "out.pbtxt")
+    report = tmp_path / "r.json"
+    assert main(["optimize", str(src), "-o", out, "--report", str(report), "--passes", "test-noop"]) == 2
+    _one_error_line(capsys, out, "cannot write output")
+    assert noop_pass == [] and not report.exists() and not os.path.exists(out)
+    assert main(["convert", str(src), out]) == 2
+    _one_error_line(capsys, out, "cannot write output")
+    assert main(["facts", str(src), "--db", out]) == 2
+    _one_error_line(capsys, out, "cannot write output")
+
+
+def test_query_on_a_directory_says_so(tmp_path, capsys):
+    d = tmp_path / "adir.pbtxt"
+    d.mkdir()
+    assert main(["query", str(d), "SELECT 1"]) == 2
+    err = _one_error_line(capsys, str(d), "directory")
+    assert "no such" not in err
+    assert main(["query", str(tmp_path / "missing.sqlite"), "SELECT 1"]) == 2
+    _one_error_line(capsys, "no such fact database")
+
+
+def test_explain_checks_options(tmp_path, capsys):
+    src = _read_only_copy(tmp_path)
+    assert main(["explain", str(src), "b", "--option", "zz=1"]) == 2
+    _one_error_line(capsys, "unknown option 'zz'")
+
+
+def test_explain_checks_option_values(tmp_path, capsys):
+    from anchorlog.analysis import registry
+
+    registry.load_all()
+    key = next(iter(sorted(registry.OPTION_VALIDATORS)))
+    src = _read_only_copy(tmp_path)
+    assert main(["explain", str(src), "b", "--option", f"{key}=\x01not-a-value"]) == 2
+    _one_error_line(capsys, "bad value", key)
+
+
+def test_optimize_checks_options_before_reading_the_model(tmp_path, capsys, noop_pass):
+    missing = tmp_path / "missing.pbtxt"
+    out, report = tmp_path / "o.pbtxt", tmp_path / "r.json"
+    argv = ["optimize", str(missing), "-o", str(out), "--report", str(report), "--passes", "test-noop"]
+    assert main([*argv, "--option", "zz=1"]) == 2
+    _one_error_line(capsys, "unknown option 'zz'")
+    assert main(argv) == 2
+    _one_error_line(capsys, "no such file")
+
+
+# --- input indexes that are not canonical numbers ("a:abc"): read like GE (strtol), written back unchanged --
+
+
+def _two_outputs_model(*inputs: str) -> str:
+    return model(op("a", "Data", outputs=2), op("b", inputs=list(inputs)))
+
+
+@pytest.mark.parametrize(
+    "text, anchor",
+    [
+        ("a:abc", ("a", 0)),  # no digits: strtol gives 0
+        ("a:1abc", ("a", 1)),  # leading digits only
+        ("a: 1", ("a", 1)),  # strtol skips leading white space
+        ("a:+1", ("a", 1)),
+        ("a:01", ("a", 1)),
+        ("a:1_0", ("a", 1)),  # Python's int() would read 10; strtol stops at '_'
+        ("a:\uff11", ("a", 0)),  # a full-width digit is not a digit to strtol
+        ("a:4294967296", ("a", 0)),  # strtol's long cast to int32_t wraps
+    ],
+)
+def test_noncanonical_input_index_reads_like_ge(text, anchor):
+    m = ge_io.read_model_text(_two_outputs_model(text))
+    assert m.root.nodes["b"].inputs == [anchor]
+
+
+@pytest.mark.parametrize("suffix", [".pbtxt", ".pb"])
+def test_noncanonical_input_is_written_back_unchanged(tmp_path, suffix):
+    m = ge_io.read_model_text(_two_outputs_model("a:abc", "a:1", "a:-1x"))
+    b = m.root.nodes["b"]
+    assert b.inputs == [("a", 0), ("a", 1)] and b.ctrl_inputs == ["a"]
+    out = tmp_path / f"o{suffix}"
+    ge_io.write_model(m, out)
+    again = ge_io.read_model(out)
+    assert _raw_inputs(out, "b") == ["a:abc", "a:1", "a:-1x"]
+    assert again.root.nodes["b"].inputs == [("a", 0), ("a", 1)]
+
+
+def test_edited_input_is_written_canonically(tmp_path):
+    m = ge_io.read_model_text(_two_outputs_model("a:abc", "a:-1x"))
+    g = m.root
+    g.disconnect("b", 0)
+    g.connect("a", 1, "b", 0)
+    g.remove_ctrl("a", "b")
+    out = tmp_path / "o.pbtxt"
+    ge_io.write_model(m, out)
+    assert _raw_inputs(out, "b") == ["a:1"]
+    # an edge moved back to the anchor the original text named is written canonically too (the text is
+    # kept only while it still reads as the current anchor)
+    g.disconnect("b", 0)
+    g.connect("a", 0, "b", 0)
+    ge_io.write_model(m, out)
+    assert _raw_inputs(out, "b") in (["a:abc"], ["a:0"])
+
+
+def _raw_inputs(path, node: str) -> list[str]:
+    from anchorlog.facts import ge_ir_pb2
+
+    msg = ge_ir_pb2.ModelDef()
+    data = open(path, "rb").read()
+    if str(path).endswith(".pb"):
+        msg.ParseFromString(data)
+    else:
+        from google.protobuf import text_format
+
+        text_format.Parse(data.decode(), msg)
+    return [list(o.input) for g in msg.graph for o in g.op if o.name == node][0]

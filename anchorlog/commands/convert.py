@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from anchorlog.errors import OptionError
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -24,10 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from anchorlog.cli import progress_printer
     from anchorlog.facts import ge_io
-    from anchorlog.fileutil import check_writable
+    from anchorlog.fileutil import check_outputs_distinct, check_writable, model_output_kind
 
-    if args.output.lower().endswith(".onnx"):
-        raise OptionError("writing ONNX is not supported; write .pbtxt (text) or .pb (binary)", args.output)
+    model_output_kind(args.output)  # refuses suffixes that name no GE model format
+    check_outputs_distinct([args.input], [args.output])
     check_writable(args.output)
     progress = progress_printer(args)
     model = ge_io.read_any(args.input)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from anchorlog.errors import AnchorlogError, InputError, OptionError
+from anchorlog.facts.graph import Model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_model(path: str):
+def load_model(path: str) -> Model:
     """A GE model, or an ONNX model by extension."""
     from anchorlog.facts import ge_io
 
@@ -58,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError(f"{out}: unknown drawing format {out.suffix or '(none)'}; use .svg, .png, .pdf or .dot")
     if fmt != "dot" and not draw.dot_available():
         raise AnchorlogError(draw.DOT_MISSING)
+    from anchorlog.fileutil import check_outputs_distinct, check_writable
+
+    check_outputs_distinct([args.input] + ([args.diff] if args.diff is not None else []), [args.output])
+    check_writable(args.output)
     model = load_model(args.input)
     names = model.all_node_names()
     missing = [n for n in args.highlight if n not in names]

@@ -34,11 +34,13 @@ def _anchor(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from anchorlog.analysis import registry
     from anchorlog.analysis.explainers import explain
     from anchorlog.commands.optimize import parse_options
     from anchorlog.facts.ge_io import read_any
 
     options = parse_options(args.option)
+    registry.check_options(options)  # unknown keys and bad values, as optimize refuses them
     anchor = _anchor(args.anchor) if args.anchor else None
     model = read_any(args.input)
     print(explain(model, args.name, options=options, anchor=anchor))

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from anchorlog.errors import AnchorlogError, InputError, OptionError
     from anchorlog.facts import ge_io
     from anchorlog.facts.relations import RELATIONS, FactDB
-    from anchorlog.fileutil import check_writable
+    from anchorlog.fileutil import check_outputs_distinct, check_writable
 
     names = args.name or []
     relations = None
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if names and len(names) != len(args.inputs):
         raise OptionError(f"--name given {len(names)} time(s) for {len(args.inputs)} input(s)")
     out = args.db
+    check_outputs_distinct(args.inputs, [out])
     check_writable(out)
     progress = progress_printer(args)
     parent = os.path.dirname(os.path.abspath(out))

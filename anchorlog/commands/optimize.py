@@ -84,21 +84,26 @@ def run(args: argparse.Namespace) -> int:
     from anchorlog.analysis import registry
     from anchorlog.cli import progress_printer
     from anchorlog.facts import ge_io
-    from anchorlog.fileutil import atomic_write_bytes, atomic_write_text, check_writable
+    from anchorlog.fileutil import (
+        atomic_write_bytes,
+        atomic_write_text,
+        check_outputs_distinct,
+        check_writable,
+        model_output_kind,
+    )
 
+    # Everything that can be refused without reading the model is refused first: options, passes, outputs.
     options = parse_options(args.option)
+    registry.check_options(options)  # unknown keys and bad values, before the (possibly large) model is read
     names = parse_passes(args.passes)
     registry.expand(names)  # unknown pass -> OptionError listing the known ones
-    registry.check_options(options)
     if args.engine == "duckdb":
         try:
             import duckdb  # noqa: F401
         except ImportError:
             raise OptionError("the duckdb engine needs the duckdb package (pip install 'anchorlog[duckdb]')") from None
-    if os.path.abspath(args.output) == os.path.abspath(args.report):
-        raise OptionError("--output and --report name the same file")
-    if args.output.lower().endswith(".onnx"):
-        raise OptionError("writing ONNX is not supported; write .pbtxt (text) or .pb (binary)", args.output)
+    binary_output = model_output_kind(args.output) == "binary"
+    check_outputs_distinct([args.input], [args.output, args.report])
     check_writable(args.output)
     check_writable(args.report)
 
@@ -127,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     report["nodes_before"] = nodes_before
     report["nodes_after"] = model.num_nodes()
     # Serialize both before writing either, so that a failure leaves neither file behind.
-    if args.output.lower().endswith(ge_io.BINARY_SUFFIXES):
+    if binary_output:
         data = ge_io.model_to_bytes(model)
     else:
         data = ge_io.model_to_text(model).encode("utf-8", "surrogateescape")

@@ -40,8 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _open_db(path: str) -> sqlite3.Connection:
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise AnchorlogError(f"{path}: is a directory, not a fact database (write one with 'anchorlog facts')")
+    if not p.exists():
         raise AnchorlogError(f"no such fact database: {path!r}")
+    if not p.is_file():
+        raise AnchorlogError(f"{path}: not a regular file, so not a fact database")
     try:
         conn = sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()

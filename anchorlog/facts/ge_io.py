@@ -893,10 +893,24 @@ def _node_from_tree(t: list) -> Node:
     return node
 
 
-_LEADING_INT = re.compile(r"\s*[-+]?[0-9]+")
+# What C's strtol(text, nullptr, 10) reads: C-locale white space, an optional sign, ASCII digits.
+_STRTOL_PREFIX = re.compile(r"[ \t\n\v\f\r]*([-+]?[0-9]+)", re.ASCII)
+
+
+def ge_input_index(text: str) -> int:
+    """The output index GE reads from the text after the last ':' of an ``OpDef.input`` entry: its
+    ParseNodeIndex takes ``static_cast<int32_t>(strtol(text, nullptr, 10))``, so "abc" is 0, "1abc" is 1 and
+    nothing is refused."""
+    m = _STRTOL_PREFIX.match(text)
+    if m is None:
+        return 0
+    value = max(min(int(m.group(1)), 2**63 - 1), -(2**63))  # strtol saturates at LONG_MIN/LONG_MAX
+    return (value + 2**31) % 2**32 - 2**31  # the cast to int32_t wraps
 
 
 def _set_inputs(node: Node, raw_inputs: list[str]) -> None:
+    # GE accepts every entry (see ge_input_index); an entry that is not in the canonical form GE itself writes
+    # ("src:N", "src:-1", "") is kept in node.input_text so that writing the model back loses nothing.
     inputs = node.inputs
     for s in raw_inputs:
         if not s:
@@ -907,20 +921,36 @@ def _set_inputs(node: Node, raw_inputs: list[str]) -> None:
             if idx == "-1":
                 node.ctrl_inputs.append(src)
                 continue
-            try:
-                num = int(idx)
-            except ValueError:
-                # GE reads the index with strtol: leading digits, else 0.
-                m = _LEADING_INT.match(idx)
-                num = int(m.group()) if m else 0
+            if idx.isdigit() and idx.isascii() and len(idx) < 10 and (idx[0] != "0" or len(idx) == 1):
+                inputs.append((src, int(idx)))  # the canonical form (the common case)
+                continue
+            num = ge_input_index(idx)
             if num == -1:
                 node.ctrl_inputs.append(src)
+                if s != src + ":-1":
+                    node.input_text[(-1, src)] = s
             else:
+                if s != f"{src}:{num}":
+                    node.input_text[(len(inputs), (src, num))] = s
                 inputs.append((src, num))
             continue
         # No ":" at all: GE's ParseNodeIndex rejects it, so the input slot stays unconnected (it still
         # counts as a data input).
+        node.input_text[(len(inputs), None)] = s
         inputs.append(None)
+
+
+def _input_strings(n: Node) -> list[str]:
+    """``OpDef.input`` of ``n``: data inputs in slot order, then control inputs; an entry read in a
+    non-canonical form is written as read while it still names the same anchor."""
+    raw = n.input_text
+    if not raw:
+        inputs = ["" if a is None else f"{a[0]}:{a[1]}" for a in n.inputs]
+        inputs.extend(c + ":-1" for c in n.ctrl_inputs)
+        return inputs
+    inputs = [raw.get((i, a)) or ("" if a is None else f"{a[0]}:{a[1]}") for i, a in enumerate(n.inputs)]
+    inputs.extend(raw.get((-1, c)) or c + ":-1" for c in n.ctrl_inputs)
+    return inputs
 
 
 def _graph_from_tree(t: list) -> Graph:
@@ -1207,10 +1237,13 @@ class _TextWriter:
         out.append(f"{p}name: {quote(n.name)}")
         if n.type:
             out.append(f"{p}type: {quote(n.type)}")
-        for a in n.inputs:
-            out.append(f'{p}input: ""' if a is None else f"{p}input: {quote(f'{a[0]}:{a[1]}')}")
-        for c in n.ctrl_inputs:
-            out.append(f"{p}input: {quote(c + ':-1')}")
+        if n.input_text:
+            out.extend(f"{p}input: {quote(s)}" for s in _input_strings(n))
+        else:
+            for a in n.inputs:
+                out.append(f'{p}input: ""' if a is None else f"{p}input: {quote(f'{a[0]}:{a[1]}')}")
+            for c in n.ctrl_inputs:
+                out.append(f"{p}input: {quote(c + ':-1')}")
         self.attr_map(n.attrs, d)
         if other:
             self.other_fields(other, OP_OTHER, 11, 21, d)
@@ -1383,9 +1416,7 @@ def _node_to_msg(n: Node, msg) -> None:
     msg.name = n.name
     if n.type:
         msg.type = n.type
-    inputs = ["" if a is None else f"{a[0]}:{a[1]}" for a in n.inputs]
-    inputs.extend(c + ":-1" for c in n.ctrl_inputs)
-    msg.input.extend(inputs)
+    msg.input.extend(_input_strings(n))
     _attrs_to_msg(n.attrs, msg.attr)
     if n.id:
         msg.id = int(n.id)

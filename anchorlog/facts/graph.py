@@ -207,6 +207,10 @@ class Node(_AttrMixin):
     other: dict[str, Any] = field(default_factory=dict)
     extra: list[Any] = field(default_factory=list)
     graph: Graph | None = field(default=None, repr=False)
+    # OpDef.input entries read in a form GE accepts but does not write ("a:abc" read as a:0, "a:01"), keyed
+    # by (data slot, anchor read) or (-1, control source); the writers emit such a text only while the slot
+    # still holds that anchor, so an edit is written canonically and an untouched entry round-trips.
+    input_text: dict[tuple[Any, Any], str] = field(default_factory=dict, repr=False)
 
     @property
     def num_outputs(self) -> int:

@@ -8,6 +8,7 @@ once the fact database is known).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from anchorlog.errors import RuleError
@@ -70,7 +71,8 @@ def _walk_atoms(lits: list[Literal], negative: bool = False):
                     yield from _walk_atoms(agg.body, True)
 
 
-def all_atoms(rule: Rule):
+def all_atoms(rule: Rule) -> Iterator[tuple[Atom, bool]]:
+    """Every atom of ``rule`` (body and head aggregates) with whether it is a negative dependency."""
     yield from _walk_atoms(rule.body)
     for a in rule.head.args:
         for agg in aggregates_in(a):
