@@ -12,6 +12,7 @@ step  pass                       where GE runs it
 1     inner-identity-add         GraphPrepare::NormalizeGraph → ProcessNetOutput (InnerIdentityAddPass)
 2     graph-lint                 NormalizeGraph: ``GraphLint::Verify`` (diagnostic, result ignored)
 3     hccl-memcpy                PrepareOptimize (HcclMemcpyPass)
+3b    common-subexpression-el.   OptimizeStage1 (CommonSubexpressionEliminationPass, an O3 pass)
 4     hccl-memcpy                OptimizeStage1_3 (HcclMemcpyPass again, the "temporary" second run)
 4b    inner-identity-delete      OptimizeStage2 after-merge (InnerIdentityDeletePass; runs once registered)
 5     hccl-continuous-memcpy     OptimizeStage2 after-merge passes
@@ -45,6 +46,7 @@ O3_ORDER: tuple[str, ...] = (
     "inner-identity-add",
     "graph-lint",
     "hccl-memcpy",
+    "common-subexpression-elimination",
     "hccl-memcpy",
     "inner-identity-delete",
     "hccl-continuous-memcpy",
