@@ -2,19 +2,23 @@
 
 How it works
 ------------
-1. **Derive once.** ``anchorlog/queries/tensor_move.dl`` derives, for every TensorMove of the input graph, the
-   source traceback path (jump out of a subgraph through its Data, drill into a PartitionedCall through its
-   NetOutput parent indexes, pass through ref outputs, stop at GE's multi-branch control-flow ops), the
-   consumers of every path anchor (siblings), the successors with their ref/wrapper/NetOutput facts, and the
-   reserved attributes. :func:`derive_facts` runs it once over the fact database.
+1. **Facts from the rules.** ``anchorlog/queries/tensor_move.dl`` derives, per TensorMove, everything a decision
+   rests on: the traceback path (``tm_trace.dl``), the source's class (multi-branch / special / graph input),
+   why successors of a special source are unsafe, the graph input's index against the reuse options (given as
+   relations), the path entries' fan-out, shared ref outputs, siblings with their RW types and flags, the
+   pending ordering edges (their cycle check over the whole graph is ``tm_cycle.dl`` on ``reach.dl``) and
+   Rule 4's RW matrix per successor (``rw_types.dl``). :class:`TMRules` runs it over the pipeline's shared
+   fact database (:func:`anchorlog.analysis.fact_cache.shared_facts`): the traceback over the whole database,
+   the rest over the slice of it the TensorMoves' neighbourhood needs.
 2. **Decide one TensorMove at a time, in GE's order.** GE runs the pass as a node pass (``GEPass``): nodes are
    visited from the inputs forward, a subgraph when its owner is visited, and the neighbours of a deleted node
-   are visited again. :func:`run_gepass` reproduces that walk; each TensorMove visit applies the five rules
-   (:class:`TensorMoveDecider`). Later decisions see earlier deletions: the decider reads fan-out, siblings,
-   control edges and reachability from the *live* graph (cheap, local look-ups) and re-derives a traceback only
-   when the cached one is stale -- a deletion can only invalidate paths that *end* at the deleted TensorMove
-   (a trace never passes through a TensorMove), so the cache is keyed by path end.
-3. **Rewrite.** Pending control edges land first (cycle check, rollback on failure), then
+   are visited again. :func:`run_gepass` reproduces that walk; each TensorMove visit applies the five rules in
+   GE's order over the rule relations (:class:`TensorMoveDecider`). After a deletion the TensorMoves whose
+   facts mention a touched node (and, when ordering edges were added, those with pending edges) are marked
+   stale; before the next decision about one of them the shared facts are refreshed and the rules re-run for
+   the stale TensorMoves only (relation ``tm_seed``). Rule 5 uses the symbol table built once and merged per
+   deletion (:class:`TMSymbols`, the shared symbols module) and the layout checkers.
+3. **Rewrite.** Pending control edges land first (rollback on failure), then
    :func:`anchorlog.runtime.rewrite.isolate_and_delete` relinks like ``IsolateAndDeleteNode(tm, {0})``, then the
    symbol table is merged like ``MergeTensorMoveSymbolAfterDelete``.
 4. **Report.** Every TensorMove with deleted/kept, the first rule that kept it, the facts behind it, the control
@@ -40,11 +44,11 @@ from typing import Any
 
 from anchorlog.analysis.explainers import register_explainer
 from anchorlog.analysis.registry import PassContext, register
-from anchorlog.analysis.rw_conflict import RWTypes, conflict_result
+from anchorlog.analysis.rw_conflict import RWTypes
 from anchorlog.errors import AnchorlogError, OptionError, PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import OP_CLASSES, _ModelIndex, ref_from_input
-from anchorlog.runtime.rewrite import CtrlEdgeBatch, in_nodes, isolate_and_delete, out_indices, out_nodes, reaches
+from anchorlog.facts.relations import _ModelIndex
+from anchorlog.runtime.rewrite import CtrlEdgeBatch, in_nodes, isolate_and_delete, out_nodes
 
 OPT_OUTPUT_REUSE = "ge.exec.outputReuseInputMemIndexes"
 OPT_INPUT_REUSE = "ge.exec.inputReuseMemIndexes"
@@ -53,13 +57,7 @@ OPT_INIT = "anchorlog.tensor_move.init"
 INIT_MODES = ("full", "rw", "symbols", "none")
 
 TM_DL = Path(__file__).resolve().parent.parent / "queries" / "tensor_move.dl"
-TM_TRACE_DL = TM_DL.with_name("tm_trace.dl")  # the traceback part alone (what the pass consumes)
-
-MULTI_BRANCH = frozenset(OP_CLASSES["multi_branch_control_flow"])
-DATA_TYPES = frozenset(OP_CLASSES["data"])
-SPECIAL_TYPES = (
-    frozenset(OP_CLASSES["variable"]) | frozenset(OP_CLASSES["var_like"]) | frozenset(OP_CLASSES["const_like"])
-)
+TM_TRACE_DL = TM_DL.with_name("tm_trace.dl")  # the traceback part alone (run over the whole fact database)
 
 RULES = (
     "reserved",
@@ -133,24 +131,27 @@ class ReuseConfig:
     output_reuse: str | None = None
     input_reuse: str | None = None
 
-    def allows(self, data_index: int) -> tuple[bool, str]:
-        """Is graph input ``data_index`` declared reusable? Returns (answer, why)."""
-        if self.output_reuse is not None:
-            pairs = parse_output_reuse_pairs(self.output_reuse)
-            for a, b in pairs:
-                if a == data_index:
-                    return True, f"{OPT_OUTPUT_REUSE}={self.output_reuse!r} pairs input {a} with output {b}"
-        if self.input_reuse is not None:
-            if self.input_reuse == "":
-                return False, f"{OPT_INPUT_REUSE} is empty"
-            idx = parse_input_reuse_indexes(self.input_reuse)
-            if idx is None:
-                return (
-                    False,
-                    f"{OPT_INPUT_REUSE}={self.input_reuse!r} has a token that is not an int32 (GE stops there)",
-                )
-            if data_index in idx:
-                return True, f"{OPT_INPUT_REUSE}={self.input_reuse!r} lists input {data_index}"
+    def rows(self) -> dict[str, list[tuple]]:
+        """The options as the rule program's input relations ``opt_reuse_pair(in, out)`` and
+        ``opt_reuse_index(idx)`` (the latter empty when the value is empty or a token does not parse)."""
+        pairs = parse_output_reuse_pairs(self.output_reuse) if self.output_reuse is not None else []
+        idx = parse_input_reuse_indexes(self.input_reuse) if self.input_reuse else None
+        return {"opt_reuse_pair": sorted(set(pairs)), "opt_reuse_index": [(i,) for i in sorted(set(idx or []))]}
+
+    def explain(self, data_index: int, reuse_rows: list[tuple]) -> tuple[bool, str]:
+        """The answer the rules gave (``tm_reuse`` rows: via, other index), in words."""
+        for via, other in sorted(reuse_rows, key=lambda r: (r[0] != "output_pair", int(r[1]))):
+            if via == "output_pair":
+                return True, f"{OPT_OUTPUT_REUSE}={self.output_reuse!r} pairs input {data_index} with output {other}"
+        if any(r[0] == "input_list" for r in reuse_rows):
+            return True, f"{OPT_INPUT_REUSE}={self.input_reuse!r} lists input {data_index}"
+        return self._refusal(data_index)
+
+    def _refusal(self, data_index: int) -> tuple[bool, str]:
+        if self.input_reuse is not None and self.input_reuse == "":
+            return False, f"{OPT_INPUT_REUSE} is empty"
+        if self.input_reuse and parse_input_reuse_indexes(self.input_reuse) is None:
+            return False, f"{OPT_INPUT_REUSE}={self.input_reuse!r} has a token that is not an int32 (GE stops there)"
         given = [
             k for k, v in ((OPT_OUTPUT_REUSE, self.output_reuse), (OPT_INPUT_REUSE, self.input_reuse)) if v is not None
         ]
@@ -173,106 +174,6 @@ class PathStep:
 
     def text(self) -> str:
         return f"{self.node}" if self.out is None else f"{self.node}(out:{self.out})"
-
-
-class ModelView:
-    """Look-ups the pass needs, computed once per model: subgraph owners, subgraph NetOutputs, root."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-        self.index = _ModelIndex(model)
-        self.root = model.graphs[0].name if model.graphs else ""
-        self.graphs = {g.name: g for g in model.graphs}
-
-    def parent(self, graph_name: str) -> tuple[Graph, Node] | None:
-        own = self.index.owner.get(graph_name)
-        return None if own is None else (own[0], own[1])
-
-    def netoutput(self, graph_name: str) -> Node | None:
-        g = self.graphs.get(graph_name)
-        if g is None:
-            return None
-        return next((n for n in g.nodes.values() if n.type == "NetOutput"), None)
-
-    def ref_in(self, graph: Graph, node: Node, out: int) -> int | None:
-        return ref_from_input(self.index, graph, node, out)
-
-    def is_wrapper(self, node: Node) -> bool:
-        return bool(node.subgraph_names)
-
-
-def trace_source(view: ModelView, graph: Graph, tm: Node) -> list[PathStep]:
-    """GE ``TraceRealSourceNode(tm, 0)``; raises :class:`PassFailure` where GE's trace fails the pass."""
-    path: list[PathStep] = []
-    cur_g, cur_node, cur_in = graph, tm, 0
-    guard = 0
-    while True:
-        guard += 1
-        if guard > 100000:
-            raise PassFailure(f"source trace of {tm.name} does not terminate", f"{graph.name}/{tm.name}")
-        if cur_in >= cur_node.num_inputs:
-            # the input anchor does not exist: GE's loop ends with a failure
-            raise PassFailure(
-                f"source trace of {tm.name} reached {cur_node.name} input {cur_in}, which does not exist",
-                f"{cur_g.name}/{cur_node.name}",
-            )
-        src = cur_node.inputs[cur_in] if cur_in < len(cur_node.inputs) else None
-        if src is None:
-            return path
-        node = cur_g.nodes[src[0]]
-        out = src[1]
-        path.append(PathStep(cur_g.name, node.name, out))
-        if node.type in MULTI_BRANCH:
-            return path
-        if node.type == "Data" and cur_g.name != view.root:
-            par = view.parent(cur_g.name)
-            pidx = node.attr("_parent_node_index")
-            if (
-                par is None
-                or not isinstance(pidx, int)
-                or isinstance(pidx, bool)
-                or pidx >= par[1].num_inputs
-                or pidx < 0
-            ):
-                raise PassFailure(
-                    f"subgraph Data {node.name} has no parent input to jump out to", f"{cur_g.name}/{node.name}"
-                )
-            pg, pnode = par
-            path.append(PathStep(pg.name, pnode.name, None))
-            cur_g, cur_node, cur_in = pg, pnode, pidx
-            continue
-        if node.type == "PartitionedCall":
-            sub_name = node.subgraph_names[0] if node.subgraph_names else ""
-            if sub_name not in view.graphs:
-                raise PassFailure(f"PartitionedCall {node.name} has no subgraph 0", f"{cur_g.name}/{node.name}")
-            net = view.netoutput(sub_name)
-            if net is None:
-                raise PassFailure(f"subgraph {sub_name} of {node.name} has no NetOutput", sub_name)
-            sub = view.graphs[sub_name]
-            hit = None
-            for k in range(net.num_inputs):
-                desc = net.input_desc[k] if k < len(net.input_desc) else None
-                pidx = desc.attr("_parent_node_index") if desc is not None else None
-                if not isinstance(pidx, int) or isinstance(pidx, bool):
-                    raise PassFailure(
-                        f"NetOutput {net.name} input {k} has no _parent_node_index", f"{sub_name}/{net.name}"
-                    )
-                if pidx == out:
-                    hit = k
-                    break
-            if hit is None:
-                raise PassFailure(
-                    f"no NetOutput input of {sub_name} maps output {out} of {node.name}", f"{sub_name}/{net.name}"
-                )
-            peer = net.inputs[hit] if hit < len(net.inputs) else None
-            path.append(PathStep(sub_name, net.name, None if peer is None else peer[1]))
-            cur_g, cur_node, cur_in = sub, net, hit
-            continue
-        k = view.ref_in(cur_g, node, out)
-        if k is not None:
-            cur_node, cur_in = node, k
-            continue
-        return path
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -349,17 +250,230 @@ class LayoutCheck:
         return bool(find_conflict_nodes(refs, marks, info, self.index))
 
 
-class _RW:
-    """The RW types the rules ask for (cached, as GE's pass reads them), by node object."""
+# --------------------------------------------------------------------------------------------------------------
+# The rule program (tensor_move.dl) over a slice of the shared fact database
+# --------------------------------------------------------------------------------------------------------------
+TM_CYCLE_DL = TM_DL.with_name("tm_cycle.dl")
+TM_SYMBOLS_DL = TM_DL.with_name("tm_symbols.dl")
 
-    def __init__(self, rw: RWTypes) -> None:
-        self.rw = rw
+# Relations of tensor_move.dl the decisions read (row prefix: graph, tm)
+DECISION_OUTPUTS = (
+    "tm",
+    "tm_path",
+    "tm_trace_bad",
+    "tm_source",
+    "tm_reserved",
+    "tm_path_consumers",
+    "tm_sibling",
+    "tm_succ",
+    "tm_src_class",
+    "tm_succ_unsafe",
+    "tm_data_index",
+    "tm_reuse",
+    "tm_p_mbcf",
+    "tm_p_shared",
+    "tm_direct",
+    "tm_sib_bad",
+    "tm_sib_rw",
+    "tm_succ_rw",
+    "tm_succ_ctrl_sib",
+    "tm_pending",
+    "tm_rw_check",
+)
+REPORT_OUTPUTS = ("tm_rw",)
+SYMBOL_OUTPUTS = ("tm_symbol", "tm_merged")
+ALL_OUTPUTS = DECISION_OUTPUTS + REPORT_OUTPUTS + ("tm_pending_cycle",) + SYMBOL_OUTPUTS
 
-    def input_type(self, node: Node, i: int) -> str:
-        return self.rw.input_type(node.graph or self.rw.graph_of(node), node, i, use_cache=True)[0]
+# Relations copied whole into the slice (small), and those copied for the demanded nodes (column naming the node)
+_SLICE_WHOLE = ("graph", "subgraph", "parent_in", "parent_out", "op_class")
+_SLICE_BY_NODE = {
+    "node": "name",
+    "node_prop": "node",
+    "node_attr": "node",
+    "in_anchor": "node",
+    "out_anchor": "node",
+    "ref_io": "node",
+    "tensor_attr": "node",
+}
+_SLICE_TENSOR_KEYS = ("_parent_node_index", "_special_input_size")  # the tensor attrs rw_types.dl reads
 
-    def output_type(self, node: Node, i: int) -> str:
-        return self.rw.output_type(node.graph or self.rw.graph_of(node), node, i, use_cache=True)[0]
+
+class TMRules:
+    """Runs ``tensor_move.dl`` for a set of TensorMoves (relation ``tm_seed``) over the shared fact database.
+
+    The traceback can follow edges anywhere, so ``tm_trace.dl`` runs over the whole database first; everything
+    else the rules read lies in the neighbourhood of the traced paths (RW types of producers, siblings and
+    successors; a wrapper's types read its subgraphs), so the full program then runs over a slice holding the
+    path nodes, their consumers and every subgraph with its owner's neighbours: demand restriction, as magic
+    sets would do it. The cycle check of pending ordering edges (``tm_cycle.dl``) needs the whole graph and
+    runs over the whole database, only when there are pending edges."""
+
+    def __init__(self, model: Model, db: Any, *, engine: str, primed: bool, reuse: ReuseConfig) -> None:
+        from anchorlog.queries import Program
+
+        self.model = model
+        self.db = db
+        self.engine = engine
+        self.primed = primed
+        self.trace_prog = Program.from_file(TM_TRACE_DL)
+        self.prog = Program.from_file(TM_DL)
+        self.cycle_prog = Program.from_file(TM_CYCLE_DL)
+        self.options_rows = reuse.rows()
+        self._io_rows: list[tuple] | None = None
+        self._reach_pos: list[tuple] | None = None
+        self.runs = 0
+
+    def invalidate_order(self) -> None:
+        """Control edges were added: the topological positions reach.dl bounds its search with are stale."""
+        self._reach_pos = None
+
+    def _conn(self):
+        return getattr(self.db, "conn", self.db)
+
+    def io_rows(self) -> list[tuple]:
+        if self._io_rows is None:
+            from anchorlog.analysis.rw_conflict import io_name_rows
+
+            # unprimed RW caches hold no ref relations: no names to match
+            self._io_rows = io_name_rows(self.model) if self.primed else []
+        return self._io_rows
+
+    def derive(self, seed: list[tuple[str, str]]) -> dict[str, list[tuple]]:
+        """The decision relations of the TensorMoves ``seed`` on the current facts."""
+        self.runs += 1
+        trace = self.trace_prog.run(self.db, engine=self.engine, outputs=["tm_path"], extra={"tm_seed": seed}).rows(
+            "tm_path"
+        )
+        demand = {(g, tm) for g, tm in seed} | {(pg, pn) for _g, _tm, _i, pg, pn, _o in trace}
+        sl = self._slice(demand)
+        try:
+            io = [r for r in self.io_rows() if (r[0], r[1]) in self._sliced]
+            extra = {
+                "tm_seed": seed,
+                "io_name": io,
+                "rw_unprimed": [] if self.primed else [(1,)],
+                **self.options_rows,
+            }
+            res = self.prog.run(sl, engine="sqlite", outputs=list(DECISION_OUTPUTS + REPORT_OUTPUTS), extra=extra)
+            out = {r: res.rows(r) for r in DECISION_OUTPUTS + REPORT_OUTPUTS}
+        finally:
+            sl.close()
+        out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
+        return out
+
+    def cycles(self, pending: list[tuple]) -> list[tuple]:
+        """``tm_cycle.dl`` over the whole database: pending edges that would close a cycle."""
+        if self._reach_pos is None:
+            from anchorlog.analysis.graph_lint import topo_positions
+
+            self._reach_pos = topo_positions(self.model)
+        res = self.cycle_prog.run(
+            self.db,
+            engine=self.engine,
+            outputs=["tm_pending_cycle"],
+            extra={"tm_pending_in": pending, "reach_pos": self._reach_pos},
+        )
+        return res.rows("tm_pending_cycle")
+
+    def _slice(self, demand: set[tuple[str, str]]):
+        """A SQLite database with the fact rows of the demanded nodes, their consumers, every subgraph node,
+        every wrapper and its data neighbours (schema and indexes of the fact database)."""
+        import sqlite3
+
+        from anchorlog.facts.relations import INDEXES, SCHEMA
+
+        src = self._conn()
+        src.execute("CREATE TEMP TABLE IF NOT EXISTS tm_demand0 (graph TEXT, node TEXT)")
+        src.execute("DELETE FROM temp.tm_demand0")
+        src.executemany("INSERT INTO temp.tm_demand0 VALUES (?, ?)", sorted(demand))
+        src.execute("DROP TABLE IF EXISTS temp.tm_demand")
+        src.execute(
+            """CREATE TEMP TABLE tm_demand AS
+               SELECT graph, node FROM temp.tm_demand0
+               UNION SELECT e.graph, e.dst FROM temp.tm_demand0 d JOIN main.data_edge e
+                     ON e.graph = d.graph AND e.src = d.node
+               UNION SELECT n.graph, n.name FROM main.node n JOIN main.graph g ON g.graph = n.graph
+                     WHERE g.is_root = 0
+               UNION SELECT graph, node FROM main.subgraph
+               UNION SELECT e.graph, e.src FROM main.subgraph s JOIN main.data_edge e
+                     ON e.graph = s.graph AND e.dst = s.node
+               UNION SELECT e.graph, e.dst FROM main.subgraph s JOIN main.data_edge e
+                     ON e.graph = s.graph AND e.src = s.node"""
+        )
+        src.execute("CREATE INDEX temp.ix_tm_demand ON tm_demand (graph, node)")
+        self._sliced = set(src.execute("SELECT graph, node FROM temp.tm_demand").fetchall())
+        sl = sqlite3.connect(":memory:")
+        sl.execute("PRAGMA journal_mode=OFF")
+        sl.execute("PRAGMA synchronous=OFF")
+        for rel, cols in SCHEMA.items():
+            if rel not in _SLICE_WHOLE and rel not in _SLICE_BY_NODE and rel not in ("data_edge", "ctrl_edge"):
+                continue
+            names = [c for c, _ in cols]
+            sl.execute(f'CREATE TABLE "{rel}" (' + ", ".join(f'"{c}"' for c in names) + ")")
+            sel = ", ".join(f'r."{c}"' for c in names)
+            if rel in _SLICE_WHOLE:
+                q = f'SELECT {sel} FROM main."{rel}" r'
+            elif rel in _SLICE_BY_NODE:
+                col = _SLICE_BY_NODE[rel]
+                q = (
+                    f'SELECT {sel} FROM main."{rel}" r JOIN temp.tm_demand d '
+                    f'ON d.graph = r.graph AND d.node = r."{col}"'
+                )
+                if rel == "tensor_attr":
+                    q += " WHERE r.key IN (" + ", ".join(f"'{k}'" for k in _SLICE_TENSOR_KEYS) + ")"
+            else:
+                q = (
+                    f'SELECT {sel} FROM main."{rel}" r WHERE EXISTS (SELECT 1 FROM temp.tm_demand d '
+                    f"WHERE d.graph = r.graph AND (d.node = r.src OR d.node = r.dst))"
+                )
+            rows = src.execute(q).fetchall()
+            if rows:
+                sl.executemany(f'INSERT INTO "{rel}" VALUES (' + ", ".join("?" * len(names)) + ")", rows)
+            for i, idx in enumerate(INDEXES.get(rel, ())):
+                sl.execute(f'CREATE INDEX "ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")")
+        src.execute("DROP TABLE IF EXISTS temp.tm_demand")
+        src.execute("DELETE FROM temp.tm_demand0")
+        sl.execute("ANALYZE")
+        return sl
+
+
+class TMFacts:
+    """The rows of the decision relations, per TensorMove (key ``(graph, tm)``; row = the columns after them),
+    and which nodes each TensorMove's facts mention (to know whose facts an edit makes stale)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], dict[str, list[tuple]]] = {}
+        self.mentions: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self.derived_at: dict[tuple[str, str], int] = {}
+
+    def load(self, seed: list[tuple[str, str]], derived: dict[str, list[tuple]], version: int) -> None:
+        for key in seed:
+            self.rows[key] = {}
+            self.derived_at[key] = version
+        for rel, rows in derived.items():
+            for r in rows:
+                key = (r[0], r[1])
+                if key in self.derived_at and self.derived_at[key] == version:
+                    self.rows.setdefault(key, {}).setdefault(rel, []).append(tuple(r[2:]))
+        for key in seed:
+            f = self.rows[key]
+            g = key[0]
+            nodes = {key}
+            nodes.update((pg, pn) for _i, pg, pn, _o in f.get("tm_path", []))
+            path_graph = {int(i): pg for i, pg, _pn, _o in f.get("tm_path", [])}
+            nodes.update((path_graph.get(int(i), g), b) for i, b, _k in f.get("tm_sibling", []))
+            nodes.update((g, s) for s, *_ in f.get("tm_succ", []))
+            for n in nodes:
+                self.mentions.setdefault(n, set()).add(key)
+
+    def get(self, key: tuple[str, str], rel: str) -> list[tuple]:
+        return self.rows.get(key, {}).get(rel, [])
+
+    def stale_after(self, touched: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        for n in touched:
+            out |= self.mentions.get(n, set())
+        return out
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -401,34 +515,52 @@ class Verdict:
         return d
 
 
+_WRITES = ("kWriteable", "kScopeWriteable")
+_STRUCTURAL_UNSAFE = {
+    "netoutput": "is a NetOutput",
+    "ref_out": "passes input {m} on as an output (ref op)",
+    "wrapper": "owns subgraphs",
+}
+
+
 class TensorMoveDecider:
-    """Applies GE's rule chain to one TensorMove at a time against the live graph."""
+    """Applies GE's rule chain to one TensorMove at a time, in GE's order, over the relations of
+    ``tensor_move.dl`` (:class:`TMRules`); after a deletion the facts it changed are re-derived by the rules."""
 
     def __init__(
-        self, model: Model, options: dict[str, str], *, mode: str = "full", cached_paths: dict | None = None
+        self,
+        model: Model,
+        options: dict[str, str],
+        *,
+        mode: str = "full",
+        ctx: PassContext | None = None,
+        engine: str = "sqlite",
     ) -> None:
+        from anchorlog.analysis.fact_cache import shared_facts
+
         self.model = model
         self.options = options
-        self.view = ModelView(model)
+        self.ctx = ctx if ctx is not None else PassContext(options=dict(options), engine=engine)
         self.reuse = ReuseConfig(options.get(OPT_OUTPUT_REUSE), options.get(OPT_INPUT_REUSE))
-        # GE InitRWConflictCheck (shared RW machinery of the rw-conflict pass); unprimed = empty caches
-        # An initialisation that fails leaves GE's pass in its un-initialised state (has_symbol_table_ stays
-        # false; the RW caches stay empty); the report says so.
+        self.graphs = {g.name: g for g in model.graphs}
+        # GE InitRWConflictCheck: its graph edits (ref marks, Identities before subgraph NetOutputs) come from the
+        # shared RW module; the types themselves are read from the rules (tensor_move.dl over rw_types.dl).
+        # A failed initialisation leaves GE's pass un-initialised (empty caches); the report says so.
         self.rw_state = "not run"
         self.timings: dict[str, float] = {}
         t0 = time.perf_counter()
         n_before = model.num_nodes()
-        rw: RWTypes | None = None
+        primed = False
         if mode in ("full", "rw"):
             try:
-                rw = RWTypes.init_rw_conflict_check(model)
+                RWTypes.init_rw_conflict_check(model)
                 self.rw_state = "primed"
+                primed = True
             except AnchorlogError as err:
                 self.rw_state = f"failed ({err}); caches left empty"
-        self.rw = _RW(rw if rw is not None else RWTypes(model))
         self.rw_inserted = model.num_nodes() - n_before
-        if self.rw_inserted:  # priming inserted identities before subgraph NetOutputs
-            self.view = ModelView(model)
+        if self.rw_inserted:
+            self.graphs = {g.name: g for g in model.graphs}
         t1 = time.perf_counter()
         self.timings["rw_init_s"] = round(t1 - t0, 3)
         self.symbols: TMSymbols | None = None
@@ -440,37 +572,39 @@ class TensorMoveDecider:
             except AnchorlogError as err:
                 self.symbol_state = f"failed ({err}); layout rule skipped"
         self.layout = LayoutCheck(model, options) if self.symbols is not None else None
-        self.timings["symbol_table_s"] = round(time.perf_counter() - t1, 3)
-        self.cached_paths: dict[tuple[str, str], list[PathStep]] = dict(cached_paths or {})
+        t2 = time.perf_counter()
+        self.timings["symbol_table_s"] = round(t2 - t1, 3)
+        facts_db = shared_facts(model, self.ctx)
+        t3 = time.perf_counter()
+        self.timings["facts_s"] = round(t3 - t2, 3)  # shared per pipeline run: built once, then refreshed
+        self.rules = TMRules(model, facts_db, engine=self.ctx.engine, primed=primed, reuse=self.reuse)
+        self.facts = TMFacts()
+        self.version = 0  # bumped by every rewrite; facts derived before the last ctrl edge addition re-check
+        self.ctrl_version = 0
+        seed = [(g.name, n.name) for g in model.graphs for n in g.nodes.values() if n.type == "TensorMove"]
+        self.facts.load(seed, self.rules.derive(seed), self.version)
+        self.timings["rules_s"] = round(time.perf_counter() - t3, 3)
+        self.stale: set[tuple[str, str]] = set()
         self.deleted: set[tuple[str, str]] = set()
         self.verdicts: dict[tuple[str, str], Verdict] = {}
-        self.retraced = 0
+        self.rederived = 0
 
-    # -- helpers ----------------------------------------------------------------------------------------------
-    def _node(self, graph: str, name: str) -> Node:
-        return self.view.graphs[graph].nodes[name]
+    # -- keeping the facts current ------------------------------------------------------------------------------
+    def _current(self, key: tuple[str, str]) -> None:
+        """Re-derive (one rule run for every stale TensorMove) when ``key``'s facts predate an edit they depend
+        on: a deletion touching a node they mention, or control edges added since, when ordering edges are
+        pending (the cycle check reads the whole graph)."""
+        if key not in self.stale:
+            if not self.facts.get(key, "tm_pending") or self.facts.derived_at.get(key, 0) >= self.ctrl_version:
+                return
+            self.stale.add(key)
+        from anchorlog.analysis.fact_cache import shared_facts
 
-    def _path(self, graph: Graph, tm: Node) -> list[PathStep]:
-        key = (graph.name, tm.name)
-        cached = self.cached_paths.get(key)
-        if cached is not None and cached and (cached[-1].graph, cached[-1].node) not in self.deleted:
-            return cached
-        self.retraced += 1 if cached is not None else 0
-        path = trace_source(self.view, graph, tm)
-        self.cached_paths[key] = path
-        return path
-
-    def _has_ref_output_from_input(self, graph: Graph, node: Node, in_idx: int) -> bool:
-        return any(self.view.ref_in(graph, node, o) == in_idx for o in out_indices(graph, node.name))
-
-    def _multi_outputs_share_input(self, graph: Graph, node: Node, out: int) -> int | None:
-        k = self.view.ref_in(graph, node, out)
-        if k is None:
-            return None
-        for o in out_indices(graph, node.name):
-            if o != out and self.view.ref_in(graph, node, o) == k and graph.consumers(node.name, o):
-                return o
-        return None
+        self.rules.db = shared_facts(self.model, self.ctx)  # refreshed where the rewrites edited
+        seed = sorted(k for k in self.stale if k not in self.deleted)
+        self.rederived += len(seed)
+        self.facts.load(seed, self.rules.derive(seed), self.version)
+        self.stale.clear()
 
     # -- the pass on one node ---------------------------------------------------------------------------------
     def visit(self, graph: Graph, tm: Node) -> Verdict:
@@ -478,153 +612,159 @@ class TensorMoveDecider:
         v = Verdict(tm.name, graph.name)
         v.visits = self.verdicts[key].visits + 1 if key in self.verdicts else 1
         self.verdicts[key] = v
-        if tm.attr("_cannot_be_deleted") is True and tm.attrs["_cannot_be_deleted"].kind == "b":
+        self._current(key)
+        f = self.facts
+        reserved = {r[0] for r in f.get(key, "tm_reserved")}
+        if "_cannot_be_deleted" in reserved:
             v.rule, v.reason = "reserved", "attr _cannot_be_deleted is true: inserted deliberately by another pass"
             return v
-        if "no_need_constant_folding" in tm.attrs:
+        if "no_need_constant_folding" in reserved:
             v.rule = "reserved"
             v.reason = (
                 f"attr no_need_constant_folding is present (value {tm.attr('no_need_constant_folding')!r}); "
                 "GE reserves the node on the attribute's mere presence"
             )
             return v
-        path = self._path(graph, tm)
+        if f.get(key, "tm_trace_bad"):
+            raise PassFailure(
+                f"source trace of {tm.name} fails (a subgraph Data without parent input, a PartitionedCall whose "
+                "NetOutput does not map the output, or an input anchor that does not exist)",
+                f"{graph.name}/{tm.name}",
+            )
+        path = [
+            PathStep(pg, pn, None if int(o) < 0 else int(o))
+            for _i, pg, pn, o in sorted(f.get(key, "tm_path"), key=lambda r: int(r[0]))
+        ]
         v.path = path
         if not path:
             raise PassFailure(
                 f"TensorMove {tm.name} has no producer on input 0: source trace is empty", f"{graph.name}/{tm.name}"
             )
+        if path[-1].out is None:
+            raise PassFailure(
+                f"source trace of {tm.name} jumps out of a subgraph to a parent input that does not exist",
+                f"{path[-1].graph}/{path[-1].node}",
+            )
         pending: list[tuple[str, str]] = []
         for rule in (self._rule1, self._rule2, self._rule3, self._rule4, self._rule5):
-            ok = rule(graph, tm, path, v, pending)
-            if not ok:
+            if not rule(graph, tm, key, path, v, pending):
                 return v
         self._apply(graph, tm, v, pending)
         return v
 
     # Rule 1: CheckPathToSourceNodeValid
-    def _rule1(self, graph: Graph, tm: Node, path: list[PathStep], v: Verdict, pending: list) -> bool:
+    def _rule1(self, graph: Graph, tm: Node, key: tuple, path: list[PathStep], v: Verdict, pending: list) -> bool:
         src = path[-1]
-        snode = self._node(src.graph, src.node)
-        v.facts["source"] = {"node": src.node, "graph": src.graph, "type": snode.type, "out": src.out}
-        if snode.type in MULTI_BRANCH:
+        sg, sname, stype, _o = self.facts.get(key, "tm_source")[0]
+        classes = {r[0] for r in self.facts.get(key, "tm_src_class")}
+        special = "special" in classes
+        v.facts["source"] = {"node": sname, "graph": sg, "type": stype, "out": src.out, "special": special}
+        if "multi_branch" in classes:
             v.rule = "rule1-path"
-            v.reason = f"the trace stops at {src.node} ({snode.type}), a multi-branch control-flow op: data flow is decided at run time"
+            v.reason = f"the trace stops at {sname} ({stype}), a multi-branch control-flow op: data flow is decided at run time"
             return False
-        ref_src = snode.attr("ref_var_src_var_name")
-        special = snode.type in SPECIAL_TYPES or (isinstance(ref_src, str) and ref_src != "")
-        v.facts["source"]["special"] = special
         if not special:
             return True
-        succs = graph.consumers(tm.name, 0)
-        for s, m in succs:
-            sn = graph.nodes[s]
-            if sn.type == "NetOutput":  # (GE tests the ref relation first; a NetOutput passes every input on)
+        unsafe = sorted(self.facts.get(key, "tm_succ_unsafe"), key=lambda r: (r[0], int(r[1])))
+        for s, m, why in unsafe:
+            if why in _STRUCTURAL_UNSAFE:
                 v.rule = "rule1-path"
-                v.reason = f"source {src.node} is a {snode.type} (special source) and successor {s} is a NetOutput"
+                v.reason = f"source {sname} is a {stype} (special source) and successor {s} " + _STRUCTURAL_UNSAFE[
+                    why
+                ].format(m=m)
                 return False
-            if self._has_ref_output_from_input(graph, sn, m):
-                v.rule = "rule1-path"
-                v.reason = f"source {src.node} is a {snode.type} (special source) and successor {s} passes input {m} on as an output (ref op)"
-                return False
-            if sn.type == "NetOutput":
-                v.rule = "rule1-path"
-                v.reason = f"source {src.node} is a {snode.type} (special source) and successor {s} is a NetOutput"
-                return False
-            if sn.subgraph_names:
-                v.rule = "rule1-path"
-                v.reason = (
-                    f"source {src.node} is a {snode.type} (special source) and successor {s} ({sn.type}) owns subgraphs"
-                )
-                return False
-        for s, m in succs:
-            sn = graph.nodes[s]
-            t = self.rw.input_type(sn, m)
-            if t in ("kWriteable", "kScopeWriteable"):
-                v.facts["overwriting_successor"] = {"node": s, "in": m, "rw_in": t}
-                v.rule = "rule1-path"
-                v.reason = f"source {src.node} is a {snode.type} (special source) and successor {s} input {m} is {t}: it would overwrite the source"
-                return False
+        for s, m, why in unsafe:
+            v.facts["overwriting_successor"] = {"node": s, "in": int(m), "rw_in": why}
+            v.rule = "rule1-path"
+            v.reason = f"source {sname} is a {stype} (special source) and successor {s} input {m} is {why}: it would overwrite the source"
+            return False
         return True
 
     # Rule 2: CheckSourceNodeReuse
-    def _rule2(self, graph: Graph, tm: Node, path: list[PathStep], v: Verdict, pending: list) -> bool:
-        src = path[-1]
-        snode = self._node(src.graph, src.node)
-        if snode.type not in DATA_TYPES:
+    def _rule2(self, graph: Graph, tm: Node, key: tuple, path: list[PathStep], v: Verdict, pending: list) -> bool:
+        if "data" not in {r[0] for r in self.facts.get(key, "tm_src_class")}:
             return True
-        idx_attr = snode.attrs.get("index")
-        if idx_attr is None or idx_attr.kind not in ("i", "dt") or isinstance(idx_attr.value, bool):
+        _sg, sname, stype, _o = self.facts.get(key, "tm_source")[0]
+        index = self.facts.get(key, "tm_data_index")
+        if not index:
             v.rule = "rule2-reuse"
-            v.reason = f"source {src.node} is a graph input ({snode.type}) without an int attr 'index'"
+            v.reason = f"source {sname} is a graph input ({stype}) without an int attr 'index'"
             return False
-        idx = int(idx_attr.value)
-        ok, why = self.reuse.allows(idx)
+        idx = int(index[0][0])
+        ok, why = self.reuse.explain(idx, [r[1:] for r in self.facts.get(key, "tm_reuse") if int(r[0]) == idx])
         v.facts["reuse"] = {"index": idx, "allowed": ok, "why": why}
         if not ok:
             v.rule = "rule2-reuse"
-            v.reason = f"source {src.node} is graph input {idx} (user memory): {why}"
+            v.reason = f"source {sname} is graph input {idx} (user memory): {why}"
         return ok
 
     # Rule 3: CheckSinglePath (IsSourceNodeWithSinglePath + TryHandleBasicMultiRefBranch)
-    def _rule3(self, graph: Graph, tm: Node, path: list[PathStep], v: Verdict, pending: list) -> bool:
-        for step in path:
-            node = self._node(step.graph, step.node)
-            if node.type in MULTI_BRANCH:
+    def _rule3(self, graph: Graph, tm: Node, key: tuple, path: list[PathStep], v: Verdict, pending: list) -> bool:
+        f = self.facts
+        mbcf = {int(r[0]) for r in f.get(key, "tm_p_mbcf")}
+        shared: dict[int, tuple[int, int]] = {}
+        for i, o2, k in sorted(f.get(key, "tm_p_shared"), key=lambda r: (int(r[0]), int(r[1]))):
+            shared.setdefault(int(i), (int(o2), int(k)))
+        consumers = {int(i): int(n) for i, n in f.get(key, "tm_path_consumers")}
+        for i, step in enumerate(path):
+            if i in mbcf:
                 v.rule = "rule3-single-path"
-                v.reason = f"the path crosses {step.node} ({node.type}), a multi-branch control-flow op"
+                v.reason = f"the path crosses {step.node} ({self.graphs[step.graph].nodes[step.node].type}), a multi-branch control-flow op"
                 return False
             if step.out is None:
                 continue
-            g = self.view.graphs[step.graph]
-            other = self._multi_outputs_share_input(g, node, step.out)
-            if other is not None:
+            if i in shared:
+                other, k = shared[i]
                 v.rule = "rule3-single-path"
                 v.reason = (
-                    f"{step.node} outputs {step.out} and {other} both reuse input {self.view.ref_in(g, node, step.out)} "
+                    f"{step.node} outputs {step.out} and {other} both reuse input {k} "
                     "and both are consumed: the source memory branches implicitly"
                 )
                 return False
-            consumers = g.consumers(step.node, step.out)
-            if len(consumers) > 1 and not self._multi_ref(graph, tm, g, step, consumers, v, pending):
+            if consumers.get(i, 0) > 1 and not self._multi_ref(key, i, step, consumers[i], v, pending):
                 return False
         return True
 
-    def _multi_ref(
-        self, graph: Graph, tm: Node, g: Graph, step: PathStep, consumers: list, v: Verdict, pending: list
-    ) -> bool:
+    def _multi_ref(self, key: tuple, i: int, step: PathStep, n_consumers: int, v: Verdict, pending: list) -> bool:
+        f = self.facts
+        tm = key[1]
         anchor = f"{step.node}:{step.out}"
-        direct = any(d == tm.name for d, _ in consumers) and g is graph
-        siblings = [(d, i) for d, i in consumers if not (g is graph and d == tm.name)]
-        v.facts.setdefault("siblings", {})[anchor] = [f"{d}:{i}" for d, i in siblings]
+        direct = any(int(r[0]) == i for r in f.get(key, "tm_direct"))
+        siblings = sorted((b, int(k)) for j, b, k in f.get(key, "tm_sibling") if int(j) == i)
+        v.facts.setdefault("siblings", {})[anchor] = [f"{d}:{k}" for d, k in siblings]
         if not direct or not siblings:
             v.rule = "rule3-single-path"
             v.reason = (
-                f"{anchor} has {len(consumers)} consumers but {tm.name} is not one of them (it hangs behind a ref op "
+                f"{anchor} has {n_consumers} consumers but {tm} is not one of them (it hangs behind a ref op "
                 "or subgraph): only the direct multi-reference form is handled"
             )
             return False
-        succs = graph.consumers(tm.name, 0)
+        bad = {(b, int(k)): why for j, b, k, why in sorted(f.get(key, "tm_sib_bad")) if int(j) == i}
+        sib_rw = {(b, int(k)): t for j, b, k, t in f.get(key, "tm_sib_rw") if int(j) == i}
+        succs = sorted((s, int(m)) for s, m, *_ in f.get(key, "tm_succ"))
+        succ_ref = {(s, int(m)) for s, m, _t, ref, _w in f.get(key, "tm_succ") if int(ref)}
+        succ_rw = {(s, int(m)): t for s, m, t in f.get(key, "tm_succ_rw")}
+        ctrl = {(s, b) for s, b in f.get(key, "tm_succ_ctrl_sib")}
+        cycles = {(b, s) for b, s in f.get(key, "tm_pending_cycle")}
         for b, k in siblings:
-            bn = g.nodes[b]
-            if bn.type == "NetOutput" or bn.subgraph_names:
+            why = bad.get((b, k))
+            if why == "netoutput" or why == "wrapper":
                 v.rule = "rule3-single-path"
-                v.reason = f"sibling {b} of {anchor} is a {'NetOutput' if bn.type == 'NetOutput' else 'wrapper (' + bn.type + ')'}"
+                v.reason = f"sibling {b} of {anchor} is a {'NetOutput' if why == 'netoutput' else 'wrapper'}"
                 return False
-            if self._has_ref_output_from_input(g, bn, k):
+            if why == "ref_out":
                 v.rule = "rule3-single-path"
                 v.reason = f"sibling {b} passes input {k} on as an output: the source lifetime reaches its consumers"
                 return False
-            b_type = self.rw.input_type(bn, k)
-            b_writes = b_type in ("kWriteable", "kScopeWriteable")
+            b_type = sib_rw.get((b, k), "kInvalidRWType")
+            b_writes = b_type in _WRITES
             for s, m in succs:
-                sn = graph.nodes[s]
-                s_type = self.rw.input_type(sn, m)
-                s_writes = s_type in ("kWriteable", "kScopeWriteable")
+                s_type = succ_rw.get((s, m), "kInvalidRWType")
+                s_writes = s_type in _WRITES
                 pair = {"sibling": f"{b}:{k}", "sibling_rw": b_type, "successor": f"{s}:{m}", "successor_rw": s_type}
                 v.facts.setdefault("sibling_checks", []).append(pair)
                 if b_writes:
-                    if self._has_ref_output_from_input(graph, sn, m):
+                    if (s, m) in succ_ref:
                         v.rule = "rule3-single-path"
                         v.reason = f"sibling {b} overwrites the source ({b_type}) and successor {s} passes input {m} on as an output"
                         return False
@@ -632,14 +772,14 @@ class TensorMoveDecider:
                         v.rule = "rule3-single-path"
                         v.reason = f"sibling {b} ({b_type}) and successor {s} ({s_type}) both overwrite the source"
                         return False
-                    if s not in bn.ctrl_inputs:
+                    if (s, b) not in ctrl:
                         v.rule = "rule3-single-path"
                         v.reason = f"sibling {b} overwrites the source ({b_type}) and no control edge {s} -> {b} orders the read first"
                         return False
                     continue
                 if not s_writes:
                     continue
-                if reaches(graph, s, b):
+                if (b, s) in cycles:
                     v.rule = "rule3-single-path"
                     v.reason = f"a control edge {b} -> {s} is needed (reader before writer) but {s} already reaches {b}: it would close a cycle"
                     return False
@@ -649,39 +789,23 @@ class TensorMoveDecider:
         return True
 
     # Rule 4: CheckRWConflictOnDelete
-    def _rule4(self, graph: Graph, tm: Node, path: list[PathStep], v: Verdict, pending: list) -> bool:
-        src = tm.inputs[0] if tm.inputs else None
-        if src is None:
-            v.rule, v.reason = "rule4-rw-conflict", "TensorMove input 0 has no producer"
-            return False
-        snode = graph.nodes[src[0]]
-        out_t = self.rw.output_type(snode, src[1])
+    def _rule4(self, graph: Graph, tm: Node, key: tuple, path: list[PathStep], v: Verdict, pending: list) -> bool:
+        p, o = path[0].node, path[0].out
         checks = []
-        for s, m in graph.consumers(tm.name, 0):
-            sn = graph.nodes[s]
-            in_t = self.rw.input_type(sn, m)
-            res = conflict_result(out_t, in_t)
+        for s, m, out_t, in_t, res in sorted(self.facts.get(key, "tm_rw_check"), key=lambda r: (r[0], int(r[1]))):
             checks.append(
-                {
-                    "producer": f"{src[0]}:{src[1]}",
-                    "rw_out": out_t,
-                    "successor": f"{s}:{m}",
-                    "rw_in": in_t,
-                    "result": res,
-                }
+                {"producer": f"{p}:{o}", "rw_out": out_t, "successor": f"{s}:{m}", "rw_in": in_t, "result": res}
             )
             if res != "DO_NOTHING":
                 v.facts["rw"] = checks
                 v.rule = "rule4-rw-conflict"
-                v.reason = (
-                    f"after deletion {src[0]}:{src[1]} ({out_t}) would feed {s}:{m} ({in_t}): the RW matrix says {res}"
-                )
+                v.reason = f"after deletion {p}:{o} ({out_t}) would feed {s}:{m} ({in_t}): the RW matrix says {res}"
                 return False
         v.facts["rw"] = checks
         return True
 
     # Rule 5: CheckMemLayoutConflictOnDelete
-    def _rule5(self, graph: Graph, tm: Node, path: list[PathStep], v: Verdict, pending: list) -> bool:
+    def _rule5(self, graph: Graph, tm: Node, key: tuple, path: list[PathStep], v: Verdict, pending: list) -> bool:
         if self.symbols is None:
             v.facts["layout"] = "skipped: no symbol table (TensorMoveDeletePass::Init did not run)"
             return True
@@ -708,11 +832,20 @@ class TensorMoveDecider:
         except PassFailure as err:
             v.rule, v.reason = "rewrite", f"adding the pending control edges failed ({err.message}); rolled back"
             return
+        touched = {(graph.name, n) for n in (tm.name, *in_nodes(graph, tm.name), *out_nodes(graph, tm.name))}
         try:
             res = isolate_and_delete(graph, tm.name, {0: 0})
         except PassFailure:
             batch.rollback()
             raise
+        # the facts this rewrite changes: TensorMoves mentioning a touched node are re-derived before their next
+        # decision; added ordering edges re-open the cycle checks of pending edges
+        self.version += 1
+        if batch.added:
+            self.ctrl_version = self.version
+            self.rules.invalidate_order()
+            touched.update((graph.name, n) for e in batch.added for n in e)
+        self.stale |= self.facts.stale_after(touched)
         v.deleted = True
         v.rule = ""
         v.ctrl_edges_added = list(batch.added)
@@ -843,143 +976,49 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Facts derived once by the rule program
+# The rule program's relations for every TensorMove (reports, tests, notebooks)
 # --------------------------------------------------------------------------------------------------------------
-# Relations of the fact schema that tensor_move.dl reads (node_attr only for the two reserved keys, in_anchor
-# only for subgraph NetOutputs): the pass builds just these instead of the whole fact database.
-TM_RELATIONS = (
-    "graph",
-    "node",
-    "data_edge",
-    "subgraph",
-    "parent_in",
-    "parent_out",
-    "ref_io",
-    "op_class",
-    "in_anchor",
-    "node_attr",
-)
-_RESERVED_KEYS = ("_cannot_be_deleted", "no_need_constant_folding")
-
-
-def tm_fact_tables(model: Model) -> dict[str, list[tuple]]:
-    """The fact-schema rows ``tensor_move.dl`` needs, derived straight from the IR (same columns and
-    conventions as :func:`anchorlog.facts.relations.tables_from_model`, restricted as :data:`TM_RELATIONS`)."""
-    from anchorlog.facts.relations import OP_CLASS_ROWS, attr_fact_value
-
-    index = _ModelIndex(model)
-    t: dict[str, list[tuple]] = {r: [] for r in TM_RELATIONS}
-    mname = model.name or "model"
-    for gi, g in enumerate(model.graphs):
-        own = index.owner.get(g.name)
-        t["graph"].append((g.name, mname, own[0].name if own else "", own[1].name if own else "", 1 if gi == 0 else 0))
-        for n in g.nodes.values():
-            name = n.name
-            t["node"].append((g.name, name, n.type))
-            for i, src in enumerate(n.inputs):
-                if src is not None:
-                    t["data_edge"].append((g.name, src[0], src[1], name, i))
-            for i, sub in enumerate(n.subgraph_names):
-                if sub:
-                    t["subgraph"].append((g.name, name, i, sub))
-            for o in range(n.num_outputs):
-                r = ref_from_input(index, g, n, o)
-                if r is not None:
-                    t["ref_io"].append((g.name, name, o, r))
-            if n.type == "TensorMove":
-                for key in _RESERVED_KEYS:
-                    a = n.attrs.get(key)
-                    if a is not None:
-                        kind, value = attr_fact_value(a)
-                        t["node_attr"].append((g.name, name, key, kind, value))
-            if own is None:
-                continue
-            pg, pn, _ = own
-            pidx = n.attrs.get("_parent_node_index")
-            if pidx is not None and pidx.kind in ("i", "dt") and not isinstance(pidx.value, bool):
-                t["parent_in"].append((g.name, name, pg.name, pn.name, int(pidx.value)))
-            if n.type == "NetOutput":
-                for k in range(n.num_inputs):
-                    connected = 1 if k < len(n.inputs) and n.inputs[k] is not None else 0
-                    t["in_anchor"].append((g.name, name, k, connected, "", "", "null", "", "null", 0, ""))
-                    if k < len(n.input_desc):
-                        a = n.input_desc[k].attrs.get("_parent_node_index")
-                        if a is not None and a.kind in ("i", "dt") and not isinstance(a.value, bool):
-                            t["parent_out"].append((g.name, name, k, pg.name, pn.name, int(a.value)))
-    t["op_class"] = list(OP_CLASS_ROWS)
-    return t
-
-
-def tm_fact_db(model: Model):
-    """An in-memory SQLite database with the :data:`TM_RELATIONS` of ``model`` (fact-schema tables, indexed)."""
-    import sqlite3
-
-    from anchorlog.facts.relations import INDEXES, SCHEMA
-
-    conn = sqlite3.connect(":memory:")
-    conn.execute("PRAGMA journal_mode=OFF")
-    conn.execute("PRAGMA synchronous=OFF")
-    for rel, rows in tm_fact_tables(model).items():
-        cols = SCHEMA[rel]
-        conn.execute(f'CREATE TABLE "{rel}" (' + ", ".join(f'"{c}"' for c, _ in cols) + ")")
-        if rows:
-            conn.executemany(f'INSERT INTO "{rel}" VALUES (' + ", ".join("?" * len(cols)) + ")", rows)
-        for i, idx in enumerate(INDEXES.get(rel, ())):
-            conn.execute(f'CREATE INDEX "ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")")
-    conn.execute("ANALYZE")
-    conn.commit()
-    return conn
-
-
-ALL_OUTPUTS = (
-    "tm",
-    "tm_path",
-    "tm_source",
-    "tm_reserved",
-    "tm_succ",
-    "tm_sibling",
-    "tm_path_consumers",
-    "tm_trace_bad",
-    "tm_rw",
-    "tm_rw_check",
-    "tm_pending",
-    "tm_pending_cycle",
-    "tm_symbol",
-    "tm_merged",
-)
-PASS_OUTPUTS = ("tm", "tm_path", "tm_trace_bad")  # what the pass itself consumes
-
-
 def derive_facts(
-    model: Model, *, engine: str = "sqlite", db: Any = None, outputs: tuple[str, ...] = ALL_OUTPUTS
+    model: Model,
+    *,
+    engine: str = "sqlite",
+    db: Any = None,
+    outputs: tuple[str, ...] = ALL_OUTPUTS,
+    options: dict[str, str] | None = None,
+    primed: bool = True,
 ) -> dict[str, list[tuple]]:
-    """Run ``queries/tensor_move.dl`` once over the model's facts; returns the derived relations as row lists.
+    """Run ``queries/tensor_move.dl`` (as the pass does: traceback over the whole database, the rest over the
+    slice, the cycle check when edges are pending) for every TensorMove of ``model``; with ``tm_symbol`` /
+    ``tm_merged`` wanted also ``tm_symbols.dl``. Returns the relations as row lists (rows start graph, tm).
 
-    ``db``: a fact database to use (a :class:`~anchorlog.facts.relations.FactDB` or sqlite connection);
-    default a slim one holding only :data:`TM_RELATIONS`. ``outputs``: the relations wanted."""
-    from anchorlog.queries import Program
+    ``db``: the fact database (a :class:`~anchorlog.facts.relations.FactDB` or sqlite connection), default one
+    built from ``model``. Nothing here edits the model (the RW priming's Identities are not inserted)."""
+    from anchorlog.facts.relations import FactDB
 
-    only_trace = set(outputs) <= set(PASS_OUTPUTS)
-    prog = Program.from_file(TM_TRACE_DL if only_trace else TM_DL)
-    extra = None
-    if only_trace:
-        source = db if db is not None else tm_fact_db(model)
-    else:  # the report relations read RW facts: the whole fact database plus the op's tensor names
-        from anchorlog.analysis.rw_conflict import io_name_rows
-        from anchorlog.facts.relations import FactDB
-
-        source = db if db is not None else FactDB.from_model(model)
+    opts = dict(options or {})
+    source = db if db is not None else FactDB.from_model(model)
+    reuse = ReuseConfig(opts.get(OPT_OUTPUT_REUSE), opts.get(OPT_INPUT_REUSE))
+    rules = TMRules(model, source, engine=engine, primed=primed, reuse=reuse)
+    seed = [(g.name, n.name) for g in model.graphs for n in g.nodes.values() if n.type == "TensorMove"]
+    out = rules.derive(seed)
+    if set(SYMBOL_OUTPUTS) & set(outputs):
         from anchorlog.analysis.graph_lint import topo_positions
+        from anchorlog.analysis.rw_conflict import io_name_rows
         from anchorlog.analysis.symbols import node_order
+        from anchorlog.queries import Program
 
         extra = {
+            "tm_seed": seed,
             "io_name": io_name_rows(model),
-            "reach_pos": topo_positions(model),
+            "rw_unprimed": [],
             "node_order": node_order(model),
             "sym_top": [],
+            "reach_pos": topo_positions(model),
+            **reuse.rows(),
         }
-    res = prog.run(source, engine=engine, outputs=list(outputs), extra=extra)
-    return {r: res.rows(r) for r in outputs}
+        res = Program.from_file(TM_SYMBOLS_DL).run(source, engine=engine, outputs=list(SYMBOL_OUTPUTS), extra=extra)
+        out.update({r: res.rows(r) for r in SYMBOL_OUTPUTS})
+    return {r: out.get(r, []) for r in outputs}
 
 
 def paths_from_facts(facts: dict[str, list[tuple]]) -> dict[tuple[str, str], list[PathStep]]:
@@ -989,9 +1028,6 @@ def paths_from_facts(facts: dict[str, list[tuple]]) -> dict[tuple[str, str], lis
         by_tm.setdefault((g, tm), []).append((int(step), PathStep(pg, pnode, None if int(pout) < 0 else int(pout))))
     for g, tm in ((r[0], r[1]) for r in facts.get("tm", [])):
         by_tm.setdefault((g, tm), [])
-    # a trace GE fails on is not cached: the Python tracer re-derives it and reports the failure
-    for g, tm in facts.get("tm_trace_bad", []):
-        by_tm.pop((g, tm), None)
     return {k: [s for _, s in sorted(v)] for k, v in by_tm.items()}
 
 
@@ -1048,7 +1084,7 @@ def _validate_reuse_options(options: dict[str, str]) -> None:
 
 
 def run_tensor_move_delete(
-    model: Model, options: dict[str, str], *, use_rules: bool = True, engine: str = "sqlite"
+    model: Model, options: dict[str, str], *, engine: str = "sqlite", ctx: PassContext | None = None
 ) -> dict[str, Any]:
     """Run the pass; returns the report section (also used by the notebook, the benchmark and ``explain``).
 
@@ -1057,14 +1093,14 @@ def run_tensor_move_delete(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _run_tensor_move_delete(model, options, use_rules=use_rules, engine=engine)
+        return _run_tensor_move_delete(model, options, engine=engine, ctx=ctx)
     finally:
         if was_enabled:
             gc.enable()
 
 
 def _run_tensor_move_delete(
-    model: Model, options: dict[str, str], *, use_rules: bool = True, engine: str = "sqlite"
+    model: Model, options: dict[str, str], *, engine: str = "sqlite", ctx: PassContext | None = None
 ) -> dict[str, Any]:
     """Run the pass; returns the report section (also used by the notebook, the benchmark and ``explain``)."""
     level = options.get(OPT_OO_LEVEL)
@@ -1076,10 +1112,7 @@ def _run_tensor_move_delete(
         }
     _validate_reuse_options(options)
     mode = _mode(options)
-    t_rules = time.perf_counter()
-    cached = paths_from_facts(derive_facts(model, engine=engine, outputs=PASS_OUTPUTS)) if use_rules else {}
-    rules_s = round(time.perf_counter() - t_rules, 3)
-    decider = TensorMoveDecider(model, options, mode=mode, cached_paths=cached)
+    decider = TensorMoveDecider(model, options, mode=mode, ctx=ctx, engine=engine)
     order: list[tuple[str, str]] = []
 
     def visit(graph: Graph, node: Node) -> list[str] | None:
@@ -1128,8 +1161,9 @@ def _run_tensor_move_delete(
         "kept_by_rule": by_rule,
         "ctrl_edges_added": ctrl,
         "identities_inserted_by_rw_init": decider.rw_inserted,
-        "retraced": decider.retraced,
-        "timings": {"rules_s": rules_s, **decider.timings},
+        "rederived": decider.rederived,
+        "rule_runs": decider.rules.runs,
+        "timings": decider.timings,
         "tensor_moves": report_tms,
     }
 
@@ -1145,7 +1179,7 @@ def _run_tensor_move_delete(
 )
 def run(model: Model, ctx: PassContext) -> dict:
     """Delete redundant TensorMoves (GE TensorMoveDeletePass): traceback, five rules, GE's order."""
-    return run_tensor_move_delete(model, ctx.options, engine=ctx.engine)
+    return run_tensor_move_delete(model, ctx.options, engine=ctx.engine, ctx=ctx)
 
 
 # --------------------------------------------------------------------------------------------------------------
