@@ -16,16 +16,15 @@ Runs on the root graph and then on every subgraph (PassManager), each with its o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import PassFailure
-from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import OP_CLASSES, _ModelIndex, io_names, ref_from_input
-from anchorlog.runtime.rewrite import insert_identity_after, out_indices, reaches
+from anchorlog.facts.graph import Graph, Model
+from anchorlog.facts.relations import OP_CLASSES, io_names
+from anchorlog.runtime.rewrite import insert_identity_after, out_indices
 
 INNER_IDENTITY_ATTR = "_inner_identity"
-_VAR_LIKE = frozenset(OP_CLASSES["var_like"])
-_DATA = frozenset(OP_CLASSES["data"])
-_CHANGED_BY_REF = frozenset({"RefSwitch", "RefMerge", "ReadVariableOp"})
 
 
 def update_ref_attr(model: Model) -> list[str]:
@@ -41,59 +40,57 @@ def update_ref_attr(model: Model) -> list[str]:
     return marked
 
 
-def _parent_input(index: _ModelIndex, graph: Graph, data: Node) -> tuple[Graph, Node] | None:
-    """``NodeUtils::GetParentInput``: the parent's producer for a subgraph Data, recursing through nested Data."""
-    g, d = graph, data
-    for _ in range(1000):
-        own = index.owner.get(g.name)
-        pidx = d.attr("_parent_node_index")
-        if own is None or not isinstance(pidx, int) or isinstance(pidx, bool):
-            return None
-        pg, parent, _ = own
-        if pidx >= len(parent.inputs) or parent.inputs[pidx] is None:
-            return None
-        p = pg.nodes[parent.inputs[pidx][0]]
-        if p.type == "Data" and index.owner.get(pg.name) is not None and "_parent_node_index" in p.attrs:
-            g, d = pg, p
-            continue
-        return pg, p
-    return None
+II_DL = Path(__file__).resolve().parent.parent / "queries" / "inner_identity.dl"
+ADD_OUTPUTS = ("ii_cand", "ii_bad", "ii_tm_single", "ii_no_need", "ii_move")
+DELETE_OUTPUTS = (
+    "iid",
+    "iid_src",
+    "iid_out",
+    "iid_out_edges",
+    "iid_ref",
+    "iid_sibling",
+    "iid_src_fanout",
+    "iid_reach",
+    "iid_scope",
+    "iid_out_scope",
+    "iid_from_data",
+)
 
 
-def no_need_identity(index: _ModelIndex, graph: Graph, anchor: tuple[str, int]) -> bool:
-    """GE ``IsNoNeedInsertIdentity``: the ref input's real producer is var-like or changed by a ref node."""
-    stack = [(graph, anchor)]
-    input_node = graph.nodes[anchor[0]]
-    guard = 0
-    while stack:
-        guard += 1
-        if guard > 100000:
-            break
-        g, (name, out) = stack.pop()
-        node = g.nodes[name]
-        if node.type in _DATA:
-            parent = _parent_input(index, g, node)
-            if parent is not None:
-                g, node = parent
-                out = 0
-        k = ref_from_input(index, g, node, out)
-        if k is None:
-            input_node = node
-            continue
-        if k >= node.num_inputs:
-            raise PassFailure(
-                f"{node.name} output {out} reuses input {k}, which does not exist", f"{g.name}/{node.name}"
+class InnerIdentityRules:
+    """``queries/inner_identity.dl`` over the shared fact database, re-run after each edit (the passes edit
+    rarely: one Identity per unisolated ref input)."""
+
+    def __init__(self, model: Model, ctx: PassContext, outputs: tuple[str, ...]) -> None:
+        from anchorlog.queries import Program
+
+        self.model, self.ctx, self.outputs = model, ctx, outputs
+        self.prog = Program.from_file(II_DL)
+        self.runs = 0
+        self.rows: dict[str, list[tuple]] = {}
+        self.dirty = True
+
+    def current(self) -> dict[str, list[tuple]]:
+        if self.dirty:
+            from anchorlog.analysis.fact_cache import shared_facts
+            from anchorlog.analysis.graph_lint import topo_positions
+
+            db = shared_facts(self.model, self.ctx)
+            res = self.prog.run(
+                db, engine=self.ctx.engine, outputs=list(self.outputs), extra={"reach_pos": topo_positions(self.model)}
             )
-        src = node.inputs[k] if k < len(node.inputs) else None
-        if src is not None:
-            stack.append((g, src))
-    return input_node.type in _VAR_LIKE or input_node.type in _CHANGED_BY_REF
+            self.rows = {r: res.rows(r) for r in self.outputs}
+            self.runs += 1
+            self.dirty = False
+        return self.rows
 
 
-def run_inner_identity_add(model: Model) -> dict:
-    """Apply the pass to every graph of ``model``; returns the report section."""
+def run_inner_identity_add(model: Model, ctx: PassContext | None = None) -> dict:
+    """Apply the pass to every graph of ``model`` (root first, nodes in order); returns the report section.
+    Candidates, the TensorMove skip, the real-input check and the consumers to move come from the rules."""
+    ctx = ctx if ctx is not None else PassContext()
     update_ref_attr(model)
-    index = _ModelIndex(model)
+    rules = InnerIdentityRules(model, ctx, ADD_OUTPUTS)
     inserted: list[dict] = []
     skipped: list[dict] = []
     counter = 0
@@ -102,43 +99,45 @@ def run_inner_identity_add(model: Model) -> dict:
             if node.attr("reference") is not True:
                 continue
             for o in out_indices(graph, node.name):
-                k = ref_from_input(index, graph, node, o)
-                if k is None:
-                    continue
-                if k >= node.num_inputs:
+                f = rules.current()
+                key = (graph.name, node.name)
+                bad = [r for r in f["ii_bad"] if (r[0], r[1]) == key and int(r[2]) == o]
+                if bad:
+                    k = int(bad[0][3])
                     raise PassFailure(
-                        f"{node.name} output {o} reuses input {k}, which does not exist", f"{graph.name}/{node.name}"
+                        f"ref input {k} of {node.name} (reused by output {o}) does not exist or is not connected",
+                        f"{graph.name}/{node.name}",
                     )
-                src = node.inputs[k] if k < len(node.inputs) else None
-                if src is None:
-                    raise PassFailure(f"ref input {k} of {node.name} is not connected", f"{graph.name}/{node.name}")
-                producer = graph.nodes[src[0]]
-                consumers = graph.consumers(src[0], src[1])
-                if producer.type == "TensorMove" and len(consumers) == 1:
+                cand = [r for r in f["ii_cand"] if (r[0], r[1]) == key and int(r[2]) == o]
+                if not cand:
+                    continue
+                _g, _n, _o, k, p, po = cand[0]
+                k, po = int(k), int(po)
+                src = (p, po)
+                if any((r[0], r[1], int(r[2])) == (graph.name, node.name, k) for r in f["ii_tm_single"]):
                     skipped.append(
                         {
                             "ref_node": node.name,
                             "input": k,
-                            "producer": src[0],
+                            "producer": p,
                             "why": "single-output TensorMove already isolates the ref input",
                         }
                     )
                     continue
-                if no_need_identity(index, graph, src):
+                if any((r[0], r[1], int(r[2])) == (graph.name, node.name, k) for r in f["ii_no_need"]):
                     skipped.append(
                         {
                             "ref_node": node.name,
                             "input": k,
-                            "producer": src[0],
+                            "producer": p,
                             "why": "the real input is var-like or changed by a ref node",
                         }
                     )
                     continue
-                targets = [
-                    (d, i)
-                    for d, i in consumers
-                    if not (d == node.name and i == k) and d != node.name and reaches(graph, node.name, d)
-                ]
+                moved = {
+                    (d, int(i)) for g_, n_, k_, d, i in f["ii_move"] if (g_, n_, int(k_)) == (graph.name, node.name, k)
+                }
+                targets = [(d, i) for d, i in graph.consumers(p, po) if (d, i) in moved]  # GE's consumer order
                 name = graph.unique_name(f"inner_identity_{counter}")
                 counter += 1
                 ident = insert_identity_after(
@@ -150,23 +149,24 @@ def run_inner_identity_add(model: Model) -> dict:
                 )
                 for d, i in targets:
                     graph.connect(ident, 0, d, i)
+                rules.dirty = True  # later candidates see this Identity
                 inserted.append(
                     {
                         "identity": ident,
                         "graph": graph.name,
                         "ref_node": node.name,
                         "input": k,
-                        "producer": f"{src[0]}:{src[1]}",
+                        "producer": f"{p}:{po}",
                         "moved_consumers": [f"{d}:{i}" for d, i in targets],
                     }
                 )
-    return {"inserted": inserted, "skipped": skipped}
+    return {"inserted": inserted, "skipped": skipped, "rule_runs": rules.runs}
 
 
 @register("inner-identity-add")
 def run(model: Model, ctx: PassContext) -> dict:
     """Isolate ref-op inputs behind an inner Identity (GE InnerIdentityAddPass)."""
-    return run_inner_identity_add(model)
+    return run_inner_identity_add(model, ctx)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -176,28 +176,6 @@ OPT_TOPO_SORTING_MODE = "ge.topoSortingMode"
 TENSOR_MEMORY_SCOPE = "_tensor_memory_scope"
 _STABLE_RDFS = 3
 _CONST_LIKE = frozenset(OP_CLASSES["const_like"])
-
-
-def _is_inner_identity(node: Node) -> bool:
-    return node.type == "Identity" and node.attr(INNER_IDENTITY_ATTR) is True
-
-
-def _has_memory_scope(node: Node) -> bool:
-    return any(TENSOR_MEMORY_SCOPE in td.attrs for td in node.output_desc)
-
-
-def _input_from_data(graph: Graph, node: Node) -> bool:
-    return any(a is not None and graph.nodes[a[0]].type in _DATA for a in node.inputs)
-
-
-def _cannot_delete(graph: Graph, ident: Node) -> bool:
-    """GE ``IsCannotDelete``: the nano-form memory-scope guard."""
-    if _has_memory_scope(ident):
-        return not _input_from_data(graph, ident)
-    outs = [graph.nodes[d] for d, _ in graph.consumers(ident.name, 0)]
-    if not any(_has_memory_scope(o) for o in outs):
-        return False
-    return _input_from_data(graph, ident)
 
 
 def _stable_rdfs(options: dict[str, str]) -> bool:
@@ -210,88 +188,109 @@ def _stable_rdfs(options: dict[str, str]) -> bool:
     return (int(m.group(1)) if m else 0) == _STABLE_RDFS
 
 
+class _IdentityFacts:
+    """The rule rows about one inner Identity (``inner_identity.dl``); order-dependent picks (GE's
+    ``FindRefNode`` = the first ref consumer) follow the graph's consumer order."""
+
+    def __init__(self, rows: dict[str, list[tuple]], graph: Graph) -> None:
+        self.graph = graph
+        g = graph.name
+        self.iid = {r[1] for r in rows["iid"] if r[0] == g}
+        self.by: dict[str, dict[str, list[tuple]]] = {}
+        for rel in DELETE_OUTPUTS:
+            for r in rows[rel]:
+                if r[0] == g:
+                    self.by.setdefault(rel, {}).setdefault(r[1], []).append(tuple(r[2:]))
+        self.reach = {(a, y[0]) for a, ys in self.by.get("iid_reach", {}).items() for y in ys}
+
+    def get(self, rel: str, n: str) -> list[tuple]:
+        return self.by.get(rel, {}).get(n, [])
+
+    def ref(self, ident: str) -> str | None:
+        refs = {r[0] for r in self.get("iid_ref", ident)}
+        for o in _out_data_nodes(self.graph, ident):
+            if o in refs:
+                return o
+        return None
+
+    def real_out(self, name: str) -> str | None:
+        return self.ref(name) if name in self.iid else name
+
+    def connected(self, a: str | None, b: str | None) -> bool:
+        return a is not None and b is not None and (a == b or (a, b) in self.reach)
+
+
 def _out_data_nodes(graph: Graph, name: str) -> list[str]:
     return [d for o in out_indices(graph, name) for d, _ in graph.consumers(name, o)]
 
 
-def _ref_consumer(graph: Graph, ident: str) -> str | None:
-    """GE ``FindRefNode``: the first data consumer carrying op attr ``reference`` = true."""
-    for d in _out_data_nodes(graph, ident):
-        if graph.nodes[d].attr("reference") is True:
-            return d
-    return None
-
-
-def _real_out(graph: Graph, name: str) -> str | None:
-    """GE ``FindRealOutNode``: an inner Identity stands for the ref node behind it."""
-    return _ref_consumer(graph, name) if _is_inner_identity(graph.nodes[name]) else name
-
-
-def _connected(graph: Graph, a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and reaches(graph, a, b)
-
-
-def _delete_decision(graph: Graph, ident: Node, options: dict[str, str]) -> tuple[bool, str]:
-    """GE ``DeleteInnerIdentity``: (delete?, why)."""
-    srcs = [a for a in ident.inputs if a is not None]
+def _delete_decision(f: _IdentityFacts, ident: str, options: dict[str, str]) -> tuple[bool, str]:
+    """GE ``IsCannotDelete`` + ``DeleteInnerIdentity`` over the rule rows: (delete?, why)."""
+    graph = f.graph
+    if f.get("iid_scope", ident):
+        if not f.get("iid_from_data", ident):
+            return False, f"{TENSOR_MEMORY_SCOPE} guard"
+    elif f.get("iid_out_scope", ident) and f.get("iid_from_data", ident):
+        return False, f"{TENSOR_MEMORY_SCOPE} guard"
+    srcs = f.get("iid_src", ident)
     if len(srcs) != 1:
-        raise PassFailure(
-            f"inner identity {ident.name} has {len(srcs)} data inputs, expected 1", f"{graph.name}/{ident.name}"
-        )
-    src = srcs[0]
-    producer = graph.nodes[src[0]]
-    if producer.type in _CONST_LIKE:
-        return False, f"its input {producer.name} is a {producer.type} (not writable)"
+        raise PassFailure(f"inner identity {ident} has {len(srcs)} data inputs, expected 1", f"{graph.name}/{ident}")
+    producer, _po, ptype = srcs[0]
+    if ptype in _CONST_LIKE:
+        return False, f"its input {producer} is a {ptype} (not writable)"
     if _stable_rdfs(options):
         return True, f"{OPT_TOPO_SORTING_MODE} is stable RDFS"
-    outs = _out_data_nodes(graph, ident.name)
-    if not any(graph.nodes[o].attr("reference") is True for o in outs):
+    if not f.get("iid_ref", ident):
         return True, "no consumer is a ref op"
-    ref = _ref_consumer(graph, ident.name)
-    others = [o for o in outs if o != ref]
-    if len(graph.consumers(src[0], src[1])) == 1:
-        if len(outs) == 1:
+    ref = f.ref(ident)
+    outs = {r[0] for r in f.get("iid_out", ident)}
+    n_out_edges = int(f.get("iid_out_edges", ident)[0][0])
+    others = [o for o in sorted(outs) if o != ref]
+    if int(f.get("iid_src_fanout", ident)[0][0]) == 1:
+        if n_out_edges == 1:
             return True, "its input and itself each have a single consumer"
-        if all(_connected(graph, ref, _real_out(graph, o)) for o in others):
+        if all(f.connected(ref, f.real_out(o)) for o in others):
             return True, f"every other consumer runs after the ref op {ref}"
         return False, f"a consumer does not depend on the ref op {ref}"
-    siblings = [
-        d for o in out_indices(graph, producer.name) for d, _ in graph.consumers(producer.name, o) if d != ident.name
-    ]
-    before_ref = all(_connected(graph, _real_out(graph, s), ref) for s in siblings)
-    if len(outs) == 1:
+    siblings = sorted({r[0] for r in f.get("iid_sibling", ident)})
+    before_ref = all(f.connected(f.real_out(s), ref) for s in siblings)
+    if n_out_edges == 1:
         if before_ref:
-            return True, f"every other reader of {producer.name} runs before the ref op {ref}"
-        return False, f"another reader of {producer.name} is not ordered before the ref op {ref}"
-    if before_ref and all(_connected(graph, ref, _real_out(graph, o)) for o in others):
-        return True, f"readers of {producer.name} run before, its other consumers after the ref op {ref}"
+            return True, f"every other reader of {producer} runs before the ref op {ref}"
+        return False, f"another reader of {producer} is not ordered before the ref op {ref}"
+    if before_ref and all(f.connected(ref, f.real_out(o)) for o in others):
+        return True, f"readers of {producer} run before, its other consumers after the ref op {ref}"
     return False, f"readers around the ref op {ref} are not ordered"
 
 
-def run_inner_identity_delete(model: Model, options: dict[str, str]) -> dict:
-    """Apply GE's InnerIdentityDeletePass to every graph (root first); returns the report section."""
+def run_inner_identity_delete(model: Model, options: dict[str, str], ctx: PassContext | None = None) -> dict:
+    """Apply GE's InnerIdentityDeletePass to every graph (root first, nodes in order) over the rule rows of
+    ``inner_identity.dl`` (re-derived after each deletion); returns the report section."""
     from anchorlog.runtime.rewrite import isolate_and_delete
 
+    ctx = ctx if ctx is not None else PassContext(options=dict(options))
     update_ref_attr(model)
+    rules = InnerIdentityRules(model, ctx, DELETE_OUTPUTS)
     deleted: list[dict] = []
     kept: list[dict] = []
     for graph in list(model.graphs):
-        for node in list(graph.nodes.values()):
-            if node.name not in graph.nodes or not _is_inner_identity(node):
+        for name in list(graph.nodes):
+            if name not in graph.nodes:
                 continue
-            if _cannot_delete(graph, node):
-                kept.append({"identity": node.name, "graph": graph.name, "why": f"{TENSOR_MEMORY_SCOPE} guard"})
+            f = _IdentityFacts(rules.current(), graph)
+            if name not in f.iid:
                 continue
-            ok, why = _delete_decision(graph, node, options)
+            ok, why = _delete_decision(f, name, options)
             if ok:
-                isolate_and_delete(graph, node.name, {0: 0})
-                deleted.append({"identity": node.name, "graph": graph.name, "why": why})
+                isolate_and_delete(graph, name, {0: 0})
+                rules.dirty = True
+                deleted.append({"identity": name, "graph": graph.name, "why": why})
             else:
-                kept.append({"identity": node.name, "graph": graph.name, "why": why})
-    return {"deleted": deleted, "kept": kept}
+                kept.append({"identity": name, "graph": graph.name, "why": why})
+    return {"deleted": deleted, "kept": kept, "rule_runs": rules.runs}
 
 
 @register("inner-identity-delete", options=(OPT_TOPO_SORTING_MODE,))
 def run_delete(model: Model, ctx: PassContext) -> dict:
     """Remove inner Identities whose isolation is not needed (GE InnerIdentityDeletePass)."""
-    return run_inner_identity_delete(model, ctx.options)
+    return run_inner_identity_delete(model, ctx.options, ctx)
