@@ -322,7 +322,7 @@ class SQLEvaluation:
                 continue
             self.create_table(self.refs[rel].sql, rel)
             if src == "extra":
-                self.insert_rows(self.refs[rel].sql, rel, self.extra[rel])
+                self.insert_rows(self.refs[rel].sql, rel, list(dict.fromkeys(self.extra[rel])))  # sets
             if src == "db" or rel in self.db_seeded:
                 self.copy_from_db(rel)
         # facts of the program go straight into their tables
