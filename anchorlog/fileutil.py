@@ -25,12 +25,14 @@ def check_writable(path: str | os.PathLike) -> None:
     if not os.path.isdir(parent):
         what = "is not a directory" if os.path.exists(parent) else "does not exist"
         raise InputError(f"cannot write output: {parent} {what}", path)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError("cannot write output: permission denied", path)
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise InputError("cannot write output: file is not writable", path)
     try:
         fd, probe = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".probe", dir=parent)
     except OSError as e:
-        raise InputError(f"cannot write output: {e.strerror or e}", path) from None
+        raise InputError(f"cannot write output: cannot create a file in {parent} ({e.strerror or e})", path) from None
     os.close(fd)
     os.unlink(probe)
 
