@@ -357,6 +357,15 @@ def test_noncanonical_input_is_written_back_unchanged(tmp_path, suffix):
     assert again.root.nodes["b"].inputs == [("a", 0), ("a", 1)]
 
 
+def test_input_without_colon_stays_unconnected_and_round_trips(tmp_path):
+    # GE's ParseNodeIndex refuses an entry without ':'; the slot still counts and stays unconnected
+    m = ge_io.read_model_text(_two_outputs_model("a", "a:1"))
+    assert m.root.nodes["b"].inputs == [None, ("a", 1)]
+    out = tmp_path / "o.pbtxt"
+    ge_io.write_model(m, out)
+    assert _raw_inputs(out, "b") == ["a", "a:1"]
+
+
 def test_edited_input_is_written_canonically(tmp_path):
     m = ge_io.read_model_text(_two_outputs_model("a:abc", "a:-1x"))
     g = m.root
