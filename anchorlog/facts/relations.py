@@ -564,7 +564,11 @@ def _graph_rows(
             )
         if w_attr:
             for key, a in node.attrs.items():
-                kind, value = attr_fact_value(a)
+                kind = a.kind
+                value = a.value
+                # the common scalar kinds inline (same values attr_fact_value gives, without the call)
+                if kind != "s" and (kind != "i" or type(value) is not int):
+                    kind, value = attr_fact_value(a)
                 attr_rows.append((gq, name, key, kind, value))
         inputs = node.inputs
         if w_de:
@@ -575,58 +579,63 @@ def _graph_rows(
             for c in node.ctrl_inputs:
                 ce_rows.append((gq, c, name))
         in_desc = node.input_desc
-        if w_in:
+        out_desc = node.output_desc
+        # One walk over each descriptor gives its anchor row and its tensor_attr rows.
+        if w_in or w_tattr:
             n_inputs = len(inputs)
-            n_desc = len(in_desc)
-            for i in range(n_in):
-                connected = 1 if i < n_inputs and inputs[i] is not None else 0
-                if i < n_desc:
-                    td = in_desc[i]
-                    shape = _shape_json(td.shape)
-                    oshape_attr = td.attrs.get("origin_shape")
-                    oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
-                    ofmt_attr = td.attrs.get("origin_format")
-                    ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
-                    in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
-                else:
-                    in_rows.append((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
-        if w_out:
-            for i, td in enumerate(node.output_desc):
-                shape = _shape_json(td.shape)
-                oshape_attr = td.attrs.get("origin_shape")
-                oshape = shape if oshape_attr is None else _shape_json(oshape_attr.py())
-                ofmt_attr = td.attrs.get("origin_format")
-                ofmt = td.layout if ofmt_attr is None else _scalar_text(ofmt_attr.value)
-                out_rows.append(
-                    (
-                        gq,
-                        name,
-                        i,
-                        td.dtype,
-                        td.layout,
-                        shape,
-                        ofmt,
-                        oshape,
-                        td.size,
-                        1 if td.reuse_input else 0,
-                        td.reuse_input_index,
-                        td.name,
-                    )
-                )
-        if w_tattr:
             for i, td in enumerate(in_desc):
-                for key, a in td.attrs.items():
-                    kind, value = attr_fact_value(a)
-                    tattr_rows.append((gq, name, "in", i, key, kind, value))
-            for i, td in enumerate(node.output_desc):
-                for key, a in td.attrs.items():
-                    kind, value = attr_fact_value(a)
-                    tattr_rows.append((gq, name, "out", i, key, kind, value))
-        if w_ref:
-            for i in range(n_out):
-                r = ref_from_input(index, graph, node, i)
-                if r is not None:
-                    ref_rows.append((gq, name, i, r))
+                tattrs = td.attrs
+                if w_tattr and tattrs:
+                    _tensor_attr_rows(tattr_rows, gq, name, "in", i, tattrs)
+                if w_in:
+                    shape, ofmt, oshape = _desc_shapes(td, tattrs)
+                    connected = 1 if i < n_inputs and inputs[i] is not None else 0
+                    in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
+            if w_in:
+                for i in range(len(in_desc), n_in):
+                    connected = 1 if i < n_inputs and inputs[i] is not None else 0
+                    in_rows.append((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
+        if w_out or w_tattr:
+            for i, td in enumerate(out_desc):
+                tattrs = td.attrs
+                if w_tattr and tattrs:
+                    _tensor_attr_rows(tattr_rows, gq, name, "out", i, tattrs)
+                if w_out:
+                    shape, ofmt, oshape = _desc_shapes(td, tattrs)
+                    out_rows.append(
+                        (
+                            gq,
+                            name,
+                            i,
+                            td.dtype,
+                            td.layout,
+                            shape,
+                            ofmt,
+                            oshape,
+                            td.size,
+                            1 if td.reuse_input else 0,
+                            td.reuse_input_index,
+                            td.name,
+                        )
+                    )
+        if w_ref and n_out:
+            attrs = node.attrs
+            if node.type in _PASS_THROUGH_TYPES or (own is not None and index.is_subgraph_input(graph, node)):
+                ref_rows.extend((gq, name, i, i) for i in range(n_out))
+            elif (
+                node.type in ("Merge", "Reshape")
+                or REFERENCE in attrs
+                or NOPADDING_CONTINUOUS_INPUT in attrs
+                or NOPADDING_CONTINUOUS_OUTPUT in attrs
+            ):
+                for i in range(n_out):
+                    r = ref_from_input(index, graph, node, i)
+                    if r is not None:
+                        ref_rows.append((gq, name, i, r))
+            else:  # only the descriptors' reuse_input flags can apply (ref_from_input step 4)
+                for i, td in enumerate(out_desc):
+                    if td.reuse_input:
+                        ref_rows.append((gq, name, i, td.reuse_input_index))
         if w_sub:
             for i, s in enumerate(node.subgraph_names):
                 if s:
@@ -652,6 +661,34 @@ def _scalar_text(v: Any) -> str:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     return str(v)
+
+
+def _tensor_attr_rows(rows: list[tuple], gq: str, name: str, io: str, idx: int, attrs: dict[str, Attr]) -> None:
+    for key, a in attrs.items():
+        kind = a.kind
+        value = a.value
+        if kind != "s" and (kind != "i" or type(value) is not int):
+            kind, value = attr_fact_value(a)
+        rows.append((gq, name, io, idx, key, kind, value))
+
+
+def _desc_shapes(td: TensorDesc, tattrs: dict[str, Attr]) -> tuple[str, str, str]:
+    """``(shape, origin_format, origin_shape)`` columns of an anchor row (origin_* default to the tensor's)."""
+    shape = _shape_json(td.shape)
+    oshape_attr = tattrs.get("origin_shape")
+    if oshape_attr is None:
+        oshape = shape
+    elif oshape_attr.kind == "list":
+        oshape = _shape_json(oshape_attr.value.items)
+    else:
+        oshape = _shape_json(oshape_attr.py())
+    ofmt_attr = tattrs.get("origin_format")
+    if ofmt_attr is None:
+        ofmt = td.layout
+    else:
+        v = ofmt_attr.value
+        ofmt = v if type(v) is str else _scalar_text(v)
+    return shape, ofmt, oshape
 
 
 def tables_from_model(
