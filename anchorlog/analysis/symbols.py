@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anchorlog.errors import PassFailure
+from anchorlog.errors import InputError, PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex, ref_from_input
+from anchorlog.facts.relations import _ModelIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from anchorlog.facts.relations import FactDB
@@ -135,147 +135,9 @@ class SymbolTable:
         )
 
 
-class _Mapper:
-    """GE's GetRefMapping primitives over anchor tuples (symbol names are GE anchor strings)."""
-
-    def __init__(self) -> None:
-        self.a2s: dict[Anchor, str] = {}
-        self.s2a: dict[str, list[Anchor]] = {}
-
-    def new(self, a: Anchor) -> None:
-        s = anchor_name(a[1], a[2], a[3])
-        self.s2a[s] = [a]
-        self.a2s.setdefault(a, s)  # emplace: an anchor mapped earlier keeps its symbol (§3.2 step 4)
-
-    def update(self, cur: Anchor, exist: Anchor) -> None:
-        s = self.a2s.get(exist)
-        if s is None or s not in self.s2a:
-            raise PassFailure(
-                f"symbol table: anchor {anchor_name(exist[1], exist[2], exist[3])} is not visible before "
-                f"{anchor_name(cur[1], cur[2], cur[3])} (graph not topologically sortable?)",
-                cur[0],
-            )
-        old = self.a2s.get(cur)
-        if old is not None and old != s:
-            raise PassFailure(
-                f"symbol table: anchor {anchor_name(cur[1], cur[2], cur[3])} already in symbol {old}, cannot join {s}",
-                cur[0],
-            )
-        self.s2a[s].append(cur)
-        self.a2s.setdefault(cur, s)
-
-    def union(self, a1: Anchor, a2: Anchor) -> str | None:
-        s1, s2 = self.a2s.get(a1, ""), self.a2s.get(a2, "")
-        if s1 == s2:
-            return s1 or None
-        if s1 not in self.s2a or s2 not in self.s2a:
-            return None
-        l1, l2 = self.s2a[s1], self.s2a[s2]
-        keep, drop = (s1, s2) if len(l1) > len(l2) else (s2, s1)  # tie: the second survives
-        moved = self.s2a.pop(drop)
-        self.s2a[keep].extend(moved)
-        for a in moved:
-            self.a2s[a] = keep
-        return keep
-
-
-def ref_mapping(model: Model, graph: Graph | str | None = None) -> SymbolTable:
-    """GE ``GraphUtils::GetRefMapping(graph)`` (root by default), replayed exactly (reference §3.2).
-
-    Raises :class:`PassFailure` where GE's mapping fails (a producer not seen before its consumer)."""
-    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
-    idx = _ModelIndex(model)
-    m = _Mapper()
-    order = all_nodes(model, g)
-    by_name: dict[str, Node] = {}
-    for _, n in order:
-        by_name.setdefault(n.name, n)
-
-    def is_subgraph_output(gr: Graph, n: Node) -> bool:
-        return (
-            n.type == "NetOutput" and _io_owner_ok(idx, gr) and any(PARENT_NODE_INDEX in d.attrs for d in n.input_desc)
-        )
-
-    for gr, n in order:
-        # ---- in-anchors
-        nested = gr is not g
-        if nested and is_subgraph_output(gr, n):
-            _, parent, _ = idx.owner[gr.name]
-            pg = idx.owner[gr.name][0]
-            for k, src in enumerate(n.inputs):
-                if src is None:
-                    raise PassFailure(f"symbol table: subgraph output {n.name} input {k} is unconnected", gr.name)
-                pidx = n.input_desc[k].attr(PARENT_NODE_INDEX) if k < len(n.input_desc) else None
-                if pidx is None:
-                    continue
-                s = m.union((gr.name, src[0], "out", src[1]), (pg.name, parent.name, "out", int(pidx)))
-                if s is None:
-                    raise PassFailure(f"symbol table: cannot union {src[0]}_out_{src[1]} with {parent.name}", gr.name)
-                cur = (gr.name, n.name, "in", k)
-                m.s2a[s].append(cur)
-                m.a2s.setdefault(cur, s)
-        elif nested and is_subgraph_input(idx, gr, n):
-            pg, parent, _ = idx.owner[gr.name]
-            p = int(n.attr(PARENT_NODE_INDEX))
-            src = parent.inputs[p] if p < len(parent.inputs) else None
-            if src is not None:
-                m.update((gr.name, n.name, "in", 0), (pg.name, src[0], "out", src[1]))
-        elif n.type in ("Merge", "StreamMerge"):
-            cur: list[Anchor] = []
-            exist: list[Anchor] = []
-            for k in range(n.num_inputs):
-                src = n.inputs[k] if k < len(n.inputs) else None
-                if src is None:
-                    nxt = n.attr(NEXT_ITERATION)
-                    if nxt:
-                        x = gr.nodes.get(str(nxt))
-                        if x is None:
-                            raise PassFailure(f"symbol table: {n.name}: next iteration node {nxt} not found", gr.name)
-                        cur += [(gr.name, n.name, "in", k), (gr.name, x.name, "out", 0)]
-                else:
-                    cur.append((gr.name, n.name, "in", k))
-                    exist.append((gr.name, src[0], "out", src[1]))
-            best, best_n = None, 0
-            for e in exist:
-                s = m.a2s.get(e)
-                if s is not None and len(m.s2a.get(s, ())) > best_n:
-                    best, best_n = e, len(m.s2a[s])
-            sym = None
-            for e in exist:
-                sym = m.union(best, e) if best is not None else None
-                if sym is None:
-                    raise PassFailure(f"symbol table: cannot union the inputs of {n.name}", gr.name)
-            if sym is not None:
-                for a in cur:
-                    m.s2a[sym].append(a)
-                    m.a2s.setdefault(a, sym)
-        else:
-            for k in range(n.num_inputs):
-                src = n.inputs[k] if k < len(n.inputs) else None
-                a = (gr.name, n.name, "in", k)
-                if src is None:
-                    m.new(a)
-                else:
-                    m.update(a, (gr.name, src[0], "out", src[1]))
-        # ---- out-anchors
-        for i in range(out_anchor_count(gr, n)):
-            a = (gr.name, n.name, "out", i)
-            if a in m.a2s:
-                continue
-            refed = _ref_from_other(gr, n, i, idx)
-            if refed is not None and refed in m.a2s:
-                m.update(a, refed)
-            r = ref_from_input(idx, gr, n, i)
-            ref_in = (gr.name, n.name, "in", r) if r is not None else None
-            if ref_in is not None and ref_in in m.a2s:
-                if m.a2s.get(a) != m.a2s[ref_in]:
-                    m.update(a, ref_in)
-            else:
-                m.new(a)
-    # GE's phantom single-anchor entries (§3.2 step 4, §11 #20) are dropped: they name no memory.
-    for s in [s for s, lst in m.s2a.items() if len(lst) == 1 and m.a2s.get(lst[0]) != s]:
-        del m.s2a[s]
-    return SymbolTable(m.a2s, m.s2a, g.name)
+def ref_mapping(model: Model, graph: Graph | str | None = None, *, ctx: Any = None) -> SymbolTable:
+    """GE ``GraphUtils::GetRefMapping(graph)`` (root by default) from the rules: see :func:`symbol_table_rules`."""
+    return symbol_table_rules(model, graph, ctx=ctx)
 
 
 def _io_owner_ok(idx: _ModelIndex, gr: Graph) -> bool:
@@ -316,57 +178,260 @@ def _used_outputs(gr: Graph) -> dict[str, int]:
     return used
 
 
-def _ref_from_other(gr: Graph, n: Node, i: int, idx: _ModelIndex) -> Anchor | None:
-    """GE ``CheckIsRefFromOther``: an output aliasing a RefData (``ref_var_src_var_name`` on the output desc,
-    RefData in the same graph), or a subgraph RefData aliasing the inner Data that controls it."""
-    if i < len(n.output_desc):
-        v = n.output_desc[i].attr(REF_VAR_SRC_VAR_NAME)
-        if v:
-            tgt = gr.nodes.get(str(v))
-            if tgt is not None and tgt.type == "RefData":
-                return (gr.name, tgt.name, "out", 0)
-    if n.type == "RefData" and gr.name in idx.owner:
-        for c in n.ctrl_inputs:
-            d = gr.nodes.get(c)
-            if d is not None and d.type == "Data" and PARENT_NODE_INDEX in d.attrs:
-                return (gr.name, d.name, "out", 0)
-        raise PassFailure(f"symbol table: subgraph RefData {n.name} has no control edge from an inner Data", gr.name)
-    return None
+# ------------------------------------------------------------------------------------------------ the rules
+# the fact relations symbols.dl reads (a private database derives only these)
+SYMBOL_RELATIONS = (
+    "graph",
+    "node",
+    "node_attr",
+    "in_anchor",
+    "out_anchor",
+    "data_edge",
+    "ctrl_edge",
+    "tensor_attr",
+    "ref_io",
+    "parent_in",
+    "parent_out",
+    "subgraph",
+)
+_RULE_OUTPUTS = ["anchor_tree", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
+_PROGRAM: Any = None
+_NODE_SHIFT = 1 << 20  # aid = ord * 2^20 + io * 2^19 + idx (symbols.dl)
 
 
-# ------------------------------------------------------------------------------------------------ Datalog path
-def symbol_table_datalog(
-    db: FactDB, graph: str | None = None, *, engine: str = "sqlite", model: Model | None = None
+DUCKDB_FROM_NODES = 3000
+
+
+def _pick_engine(engine: str, nodes: int) -> str:
+    if engine != "auto":
+        return engine
+    if nodes >= DUCKDB_FROM_NODES:
+        try:
+            import duckdb  # noqa: F401
+
+            return "duckdb"
+        except ImportError:
+            pass
+    return "sqlite"
+
+
+def _program() -> Any:
+    global _PROGRAM
+    if _PROGRAM is None:
+        from anchorlog.queries import Program
+
+        _PROGRAM = Program.from_file(SYMBOLS_DL)
+    return _PROGRAM
+
+
+def symbol_table_rules(
+    model: Model | None = None,
+    graph: Graph | str | None = None,
+    *,
+    db: FactDB | None = None,
+    ctx: Any = None,
+    engine: str = "auto",
 ) -> SymbolTable:
-    """The symbol table from ``queries/symbols.dl`` over a fact database (``graph``: the mapped graph, default
-    the root; the table covers it and its nested subgraphs).
+    """GE ``GraphUtils::GetRefMapping(graph)`` (root by default; the table covers the graph and its nested
+    subgraphs), computed by ``queries/symbols.dl``.
 
-    The partition equals :func:`ref_mapping`'s. Names: the founding anchor of a class formed without unions;
-    for classes joined by a subgraph output or a Merge the root of the largest member (GE keeps the longer
-    list), ties to the earliest anchor. Anchors are listed in GetAllNodes order, in-anchors first."""
-    from anchorlog.queries import Program
+    The rules derive which anchors share memory: every anchor's founder (``anchor_tree``) and the unions GE
+    performs (``sg_out_union`` for subgraph outputs, ``merge_peer`` for Merge inputs). They number anchors
+    in GE's visiting order (``node_order``, :func:`anchorlog.analysis.order.node_order_rows`: DFS topological
+    order, ``GetAllNodes`` nesting; in-anchors before out-anchors). This function only lays the result out the
+    way GE's procedure leaves it (reference §3.1, §10): a symbol is named after its founder and lists its
+    anchors in visiting order; where unions join symbols they are applied in visiting order, the longer list
+    surviving (ties: the second argument), its anchors followed by the shorter list's. Like GE it keeps the
+    one-anchor "phantom" entry of an output aliasing a RefData, and gives unconnected in-anchors a symbol.
 
-    order = node_order(model) if model is not None else node_order_from_db(db)
-    extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(graph,)] if graph is not None else []}
-    prog = Program.from_file(SYMBOLS_DL)
-    res = prog.run(db, engine=engine, extra=extra)
-    rows = res.rows("anchor_symbol")  # (graph, node, io, idx, symbol, ord)
-    st = SymbolTable(graph=graph or "")
-    for g, n, io, i, s, _o in sorted(rows, key=lambda r: (r[5], 0 if r[2] == "in" else 1, r[3])):
+    ``engine``: ``"sqlite"``, ``"duckdb"`` or ``"auto"`` (DuckDB for graphs above :data:`DUCKDB_FROM_NODES`
+    nodes when it is installed: SQLite evaluates the anti-joins of the non-recursive strata without lookup
+    indexes, which grows quadratically; DuckDB hash-joins them). ``db``: a fact database of ``model`` (default: ``shared_facts(model, ctx)`` when a pass context is
+    given, else a private database of the relations the rules read). Without ``model``, ``db`` alone is used
+    (GE's order rebuilt from its node and edge rows). Raises :class:`InputError` where GE's mapping fails
+    because a producer comes after its consumer in GE's order, :class:`PassFailure` where it fails otherwise.
+    """
+    from anchorlog.analysis.order import node_order_rows
+
+    if model is not None:
+        g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+        order = node_order_rows(model, g)
+        if db is None:
+            if ctx is not None:
+                from anchorlog.analysis.fact_cache import shared_facts
+
+                db = shared_facts(model, ctx)
+            else:
+                from anchorlog.facts.relations import FactDB
+
+                db = FactDB.from_model(model, relations=SYMBOL_RELATIONS)
+        gname: str | None = g.name if graph is not None else None
+    elif db is not None:
+        gname = graph.name if isinstance(graph, Graph) else graph
+        order = node_order_from_db(db, gname)
+    else:
+        raise TypeError("symbol_table_rules needs a model or a fact database")
+    extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(gname,)] if gname is not None else []}
+    res = _program().run(db, engine=_pick_engine(engine, len(order)), extra=extra, outputs=_RULE_OUTPUTS)
+    return _assemble(res, gname or (order[0][0] if order else ""))
+
+
+def _assemble(res: Any, top: str) -> SymbolTable:
+    """GE's table from the rule results (see :func:`symbol_table_rules`)."""
+    anchor_of: dict[int, Anchor] = {}
+    root_of: dict[int, int] = {}
+    two_roots: dict[int, list[int]] = {}
+    for g, n, io, i, aid, root in res.rows("anchor_tree"):
+        aid, root = int(aid), int(root)
         a = (g, n, io, int(i))
-        st.anchor_to_symbol[a] = s
-        st.symbol_to_anchors.setdefault(s, []).append(a)
+        if aid in root_of and root_of[aid] != root:
+            # an output aliasing a RefData that also reuses an input: fine only if both are one symbol by then
+            two_roots.setdefault(aid, [root_of[aid]]).append(root)
+            continue
+        anchor_of[aid] = a
+        root_of[aid] = root
+
+    def name(aid: int) -> str:
+        a = anchor_of.get(aid)
+        if a is None:  # only founders are looked up here, and every founder has an anchor_tree row
+            raise PassFailure(f"symbol table: anchor #{aid} has no symbol", top)
+        return anchor_name(a[1], a[2], a[3])
+
+    late = sorted(res.rows("late_link"))
+    if late:
+        a, b = (int(x) for x in late[0])
+        ga = anchor_of.get(a, (top, f"#{a}", "in", 0))
+        gb = anchor_of.get(b, (top, f"#{b}", "out", 0))
+        raise InputError(
+            f"symbol table: {anchor_name(ga[1], ga[2], ga[3])} consumes {anchor_name(gb[1], gb[2], gb[3])}, which "
+            "comes later in GE's node order: the graph (or the subgraph it sits in) is not topologically sortable",
+            ga[0],
+        )
+
+    # the unions, as GE performs them: key (time, 0, ...) sorts before the appends (time, 1) of that anchor
+    events: list[tuple] = []
+    involved: set[int] = set()
+    for t, p, q in res.rows("sg_out_union"):
+        t, p, q = int(t), int(p), int(q)
+        events.append((t, 0, "union", p, q))
+        involved.update((root_of.get(p, p), root_of.get(q, q)))
+    merges: dict[int, list[tuple[int, int]]] = {}
+    for t, p in res.rows("merge_peer"):
+        merges.setdefault(int(t) // _NODE_SHIFT, []).append((int(t), int(p)))
+    for pairs in merges.values():
+        pairs.sort()
+        events.append((pairs[0][0], 0, "merge", [p for _, p in pairs], None))
+        involved.update(root_of.get(p, p) for _, p in pairs)
+    after: dict[int, int] = {int(x): int(t) for x, t in res.rows("nextiter_out")}
+    for roots in two_roots.values():
+        involved.update(roots)
+
+    # symbols without unions: named after the founder, anchors in visiting order
+    members: dict[int, list[int]] = {}
+    for aid in sorted(root_of):
+        members.setdefault(root_of[aid], []).append(aid)
+    st = SymbolTable(graph=top)
+    a2s, s2a = st.anchor_to_symbol, st.symbol_to_anchors
+    for root, aids in members.items():
+        if root in involved:
+            continue
+        s = name(root)
+        lst = s2a[s] = []
+        for aid in aids if not after else sorted(aids, key=lambda x: (after.get(x, x), 1 if x in after else 0)):
+            a = anchor_of[aid]
+            lst.append(a)
+            a2s[a] = s
+
+    # symbols that unions join: replay appends and unions in visiting order
+    if involved:
+        for root in involved:
+            for aid in members.get(root, ()):
+                if aid in after:
+                    events.append((after[aid], 2, "append", aid, None))
+                else:
+                    events.append((aid, 1, "append", aid, None))
+        events.sort(key=lambda e: (e[0], e[1]))
+        sym_of_root: dict[int, str] = {}
+        roots_of: dict[str, list[int]] = {}
+
+        def symbol_of(aid: int) -> str:
+            s = sym_of_root.get(root_of.get(aid, -1))
+            if s is None:
+                a = anchor_of.get(aid)
+                raise InputError(
+                    f"symbol table: {name(aid) if a else aid} has no symbol yet where GE joins it "
+                    "(its producer comes later in GE's node order)",
+                    a[0] if a else top,
+                )
+            return s
+
+        def union(x: int, y: int) -> str:
+            s1, s2 = symbol_of(x), symbol_of(y)
+            if s1 == s2:
+                return s1
+            keep, drop = (s1, s2) if len(s2a[s1]) > len(s2a[s2]) else (s2, s1)
+            moved = s2a.pop(drop)
+            s2a[keep].extend(moved)
+            for a in moved:
+                a2s[a] = keep
+            moved_roots = roots_of.pop(drop)
+            for r in moved_roots:
+                sym_of_root[r] = keep
+            roots_of[keep].extend(moved_roots)
+            return keep
+
+        for _t, _k, kind, x, y in events:
+            if kind == "append":
+                r = root_of[x]
+                s = sym_of_root.get(r)
+                if s is None:  # the founder opens its symbol
+                    s = name(r)
+                    sym_of_root[r] = s
+                    roots_of[s] = [r]
+                    s2a[s] = []
+                a = anchor_of[x]
+                if x in two_roots and len({sym_of_root.get(r) for r in two_roots[x]}) > 1:
+                    raise PassFailure(
+                        f"symbol table: {name(x)} aliases a RefData and reuses an input of another symbol",
+                        a[0],
+                    )
+                s2a[s].append(a)
+                a2s[a] = s
+            elif kind == "union":
+                union(x, y)
+            else:  # Merge: the peer with the longest list first, then every peer joined to it
+                best, best_n = None, 0
+                for p in x:
+                    r = sym_of_root.get(root_of.get(p, -1))
+                    if r is not None and len(s2a[r]) > best_n:
+                        best, best_n = p, len(s2a[r])
+                if best is None:
+                    raise PassFailure(f"symbol table: no input of Merge {name(x[0])} has a symbol", top)
+                for p in x:
+                    union(best, p)
+
+    # GE's one-anchor entries for outputs aliasing a RefData (their anchor keeps the RefData's symbol)
+    for (aid,) in res.rows("phantom_out"):
+        a = anchor_of.get(int(aid))
+        if a is not None:
+            s2a.setdefault(anchor_name(a[1], a[2], a[3]), [a])
     return st
 
 
-def node_order(model: Model) -> list[tuple[str, str, int]]:
-    """``(graph, node, ordinal)``: every node's position in GE's GetAllNodes order of the root."""
-    return [(g.name, n.name, i) for i, (g, n) in enumerate(all_nodes(model))]
+def node_order(model: Model, graph: Graph | str | None = None) -> list[tuple[str, str, int]]:
+    """The ``node_order(graph, node, ord)`` rows of ``graph`` (root by default): GE's visiting order
+    (:func:`anchorlog.analysis.order.node_order_rows`)."""
+    from anchorlog.analysis.order import node_order_rows
+
+    g = None if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    return node_order_rows(model, g)
 
 
-def node_order_from_db(db: FactDB) -> list[tuple[str, str, int]]:
-    """:func:`node_order` for a fact database (graphs rebuilt from node/data_edge/ctrl_edge/subgraph rows;
-    every root graph of the database in turn)."""
+def node_order_from_db(db: FactDB, graph: str | None = None) -> list[tuple[str, str, int]]:
+    """``node_order`` rows for a fact database: GE's order of ``graph`` (default: each root graph in turn),
+    the graphs rebuilt from the node/data_edge/ctrl_edge/subgraph rows."""
+    from anchorlog.analysis.order import node_order_rows
+
     graphs: dict[str, Graph] = {}
     roots: list[str] = []
     for g, _m, _pg, _pn, is_root in db.conn.execute("SELECT * FROM graph ORDER BY rowid"):
@@ -392,31 +457,38 @@ def node_order_from_db(db: FactDB) -> list[tuple[str, str, int]]:
             while len(node.subgraph_names) <= i:
                 node.subgraph_names.append("")
             node.subgraph_names[i] = sub
+    for gr in graphs.values():
+        gr.invalidate()
     out: list[tuple[str, str, int]] = []
-    for r in roots:
-        model = Model("facts", [graphs[r]] + [g for name, g in graphs.items() if name not in roots])
-        for g, n in all_nodes(model):
-            out.append((g.name, n.name, len(out)))
+    for r in [graph] if graph is not None else roots:
+        model = Model("facts", [graphs[r]] + [g for name, g in graphs.items() if name != r])
+        for g, n, _ in node_order_rows(model, graphs[r]):
+            out.append((g, n, len(out)))
         for g in list(model.graphs):
             model.remove_graph(g.name)
     return out
 
 
+def symbol_table_datalog(
+    db: FactDB, graph: str | None = None, *, engine: str = "auto", model: Model | None = None
+) -> SymbolTable:
+    """:func:`symbol_table_rules` over a fact database (kept for callers of the earlier API)."""
+    return symbol_table_rules(model, graph, db=db, engine=engine)
+
+
 def symbol_table(
-    model_or_db: Model | FactDB | Any, graph: str | None = None, *, method: str = "auto", engine: str = "sqlite"
+    model_or_db: Model | FactDB | Any,
+    graph: str | None = None,
+    *,
+    ctx: Any = None,
+    engine: str = "auto",
+    method: str = "rules",
 ) -> tuple[dict[Anchor, str], dict[str, list[Anchor]]]:
-    """``(anchor_to_symbol, symbol_to_anchors)`` for ``graph`` (root by default) and all its subgraphs.
-
-    ``method``: ``"replay"`` (GE's procedure, exact names and order; needs a Model), ``"datalog"``
-    (``symbols.dl``; a Model is turned into a FactDB first) or ``"auto"`` (replay for a Model, Datalog for a
-    FactDB). Anchors are ``(graph, node, io, idx)``."""
+    """``(anchor_to_symbol, symbol_to_anchors)`` for ``graph`` (root by default) and all its subgraphs, from
+    the rules (:func:`symbol_table_rules`; ``ctx``: a pass context whose shared fact database to use).
+    Anchors are ``(graph, node, io, idx)``; symbols GE's anchor-name strings; lists in GE's order."""
+    if method not in ("rules", "auto", "datalog"):
+        raise ValueError(f"symbol_table: unknown method {method!r} (the table always comes from the rules)")
     if isinstance(model_or_db, Model):
-        if method in ("auto", "replay"):
-            return ref_mapping(model_or_db, graph).as_pair()
-        from anchorlog.facts.relations import FactDB
-
-        db = FactDB.from_model(model_or_db)
-        return symbol_table_datalog(db, graph, engine=engine, model=model_or_db).as_pair()
-    if method == "replay":
-        raise TypeError("symbol_table(method='replay') needs a Model")
-    return symbol_table_datalog(model_or_db, graph, engine=engine).as_pair()
+        return symbol_table_rules(model_or_db, graph, ctx=ctx, engine=engine).as_pair()
+    return symbol_table_rules(None, graph, db=model_or_db, engine=engine).as_pair()

@@ -1,0 +1,174 @@
+"""GE's node order: ``ComputeGraph::TopologicalSorting`` (default DFS mode) and ``GetAllNodes``.
+
+Shared by every pass that depends on GE's order (reference §10): the symbol table (symbol names and the anchor
+order inside a symbol, which decides ``node_a`` in the layout checkers), topological ids used as tie-breaks,
+and which pair first triggers an as-symbol checker. :func:`node_order_rows` hands the order to the rules as
+the relation ``node_order(graph, node, ord)``.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from anchorlog.errors import PassFailure
+from anchorlog.facts.graph import Graph, Model, Node
+
+# OpTypeUtils::IsDataNode
+DATA_TYPES = frozenset({"Data", "RefData", "AippData", "AnnData"})
+
+# Source nodes GE keeps in original order at the bottom of the DFS stack (so they are popped first).
+_INPUT_LIKE = DATA_TYPES | {"Input", "Recv", "Send"}
+_NEXT_ITERATION = frozenset({"NextIteration", "RefNextIteration"})
+
+
+def dfs_topo_order(g: Graph) -> list[Node]:
+    """GE's DFS topological order of ``g``'s direct nodes (``DFSTopologicalSorting``, not reversed).
+
+    Start stack: sources without any in-edge; data-like sources keep their order and are popped first,
+    other sources follow in their order. A popped node's newly ready successors are pushed per out anchor
+    (data consumers in link order), then its control successors; the last pushed is popped first.
+    """
+    g._ensure_index()
+    consumers = g._consumers  # type: ignore[union-attr]
+    ctrl_succ = g._ctrl_succ  # type: ignore[union-attr]
+    outs_of: dict[str, list[int]] = {}
+    for src, out in consumers:
+        outs_of.setdefault(src, []).append(out)
+    for lst in outs_of.values():
+        lst.sort()
+    pending: dict[str, int] = {}
+    non_data: list[Node] = []
+    data: list[Node] = []
+    nodes = g.nodes
+    for n in nodes.values():
+        k = len(n.ctrl_inputs)
+        for a in n.inputs:
+            # edges from NextIteration do not count: they close a loop (GetInEdgeSize)
+            if a is not None and not (a[0] in nodes and nodes[a[0]].type in _NEXT_ITERATION):
+                k += 1
+        pending[n.name] = k
+        if k == 0:
+            (data if n.type in _INPUT_LIKE else non_data).append(n)
+    # GE inserts each non-data source at the front and each data source right after them: popping from the
+    # back then yields the data sources in order, then the others in order.
+    stack: list[Node] = non_data[::-1] + data[::-1]
+    # The graph's declared input order wins among the sources it names (GE's swap loop leaves them in
+    # descending declared position in the stack, so they pop in declared order).
+    declared = {name.rsplit(":", 1)[0] if ":" in name else name: i for i, name in enumerate(g.input)}
+    if declared:
+        slots = [i for i, n in enumerate(stack) if n.name in declared]
+        ranked = sorted((stack[i] for i in slots), key=lambda n: -declared[n.name])
+        for i, n in zip(slots, ranked):
+            stack[i] = n
+    order: list[Node] = []
+    while stack:
+        n = stack.pop()
+        order.append(n)
+        name = n.name
+        for out in outs_of.get(name, ()):
+            ready = []
+            for dst, _ in consumers[(name, out)]:
+                if pending[dst] == 0 or n.type in _NEXT_ITERATION:
+                    continue
+                left = pending[dst] - 1
+                pending[dst] = left
+                if left == 0:
+                    ready.append(nodes[dst])
+            stack.extend(ready)
+        ready = []
+        for dst in ctrl_succ.get(name, ()):
+            left = pending[dst] - 1
+            pending[dst] = left
+            if left == 0:
+                ready.append(nodes[dst])
+        stack.extend(ready)
+    if len(order) != len(nodes):
+        left = [n for n in nodes if n not in {o.name for o in order}]
+        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left[:5]}", g.name)
+    return order
+
+
+# GE keeps its node list in topological order; our IR keeps the stored (file) order, which is also the
+# consumer link order, so the sorted order is remembered beside the model instead of reordering its nodes.
+_TOPO: weakref.WeakKeyDictionary[Model, dict[str, list[Node]]] = weakref.WeakKeyDictionary()
+
+
+def topological_sorting(model: Model) -> None:
+    """``root.TopologicalSorting()``: GE's DFS order for every graph (remembered for :func:`graph_nodes`) and
+    ``id`` renumbered over ``GetAllNodes(root)``."""
+    _TOPO[model] = {g.name: dfs_topo_order(g) for g in model.graphs}
+    for i, n in enumerate(all_nodes(model, model.root)):
+        n.id = i
+
+
+def graph_nodes(model: Model, g: Graph) -> list[Node]:
+    """The direct nodes of ``g`` in GE's order: the last topological sort, then nodes added since (GE appends
+    new nodes to the list); the stored order when the model was never sorted."""
+    order = _TOPO.get(model, {}).get(g.name)
+    if order is None:
+        return list(g.nodes.values())
+    kept = [n for n in order if g.nodes.get(n.name) is n]
+    if len(kept) == len(g.nodes):
+        return kept
+    known = {id(n) for n in kept}
+    return kept + [n for n in g.nodes.values() if id(n) not in known]
+
+
+def all_nodes(model: Model, g: Graph) -> list[Node]:
+    """``ComputeGraph::GetAllNodes``: pre-order; a node is followed by all nodes of its subgraphs (first
+    subgraph first, recursively) before its next sibling."""
+    out: list[Node] = []
+    seen: set[str] = set()
+    graphs = {x.name: x for x in model.graphs}
+
+    def walk(graph: Graph) -> None:
+        if graph.name in seen:
+            return
+        seen.add(graph.name)
+        for n in graph_nodes(model, graph):
+            out.append(n)
+            for s in n.subgraph_names:
+                if s in graphs:
+                    walk(graphs[s])
+
+    walk(g)
+    return out
+
+
+def ge_graph_nodes(model: Model, g: Graph) -> list[Node]:
+    """The direct nodes of ``g`` in the order GE walks them: the remembered order of the last
+    :func:`topological_sorting` (plus nodes added since), else GE's DFS order computed now (without remembering
+    it or renumbering ids). A graph with a cycle, which GE cannot sort, keeps its stored order."""
+    if _TOPO.get(model, {}).get(g.name) is not None:
+        return graph_nodes(model, g)
+    try:
+        return dfs_topo_order(g)
+    except PassFailure:
+        return list(g.nodes.values())
+
+
+def ge_all_nodes(model: Model, g: Graph | None = None) -> list[tuple[Graph, Node]]:
+    """``GetAllNodes`` of ``g`` (root by default) as ``(graph, node)`` pairs, every graph in GE's order
+    (:func:`ge_graph_nodes`): a node is followed by the nodes of its subgraphs, first subgraph first."""
+    top = model.root if g is None else g
+    out: list[tuple[Graph, Node]] = []
+    seen: set[str] = set()
+    graphs = {x.name: x for x in model.graphs}
+
+    def walk(graph: Graph) -> None:
+        if graph.name in seen:
+            return
+        seen.add(graph.name)
+        for n in ge_graph_nodes(model, graph):
+            out.append((graph, n))
+            for s in n.subgraph_names:
+                if s in graphs:
+                    walk(graphs[s])
+
+    walk(top)
+    return out
+
+
+def node_order_rows(model: Model, g: Graph | None = None) -> list[tuple[str, str, int]]:
+    """The relation ``node_order(graph, node, ord)``: each node's position in :func:`ge_all_nodes` of ``g``."""
+    return [(gr.name, n.name, i) for i, (gr, n) in enumerate(ge_all_nodes(model, g))]
