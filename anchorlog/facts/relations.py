@@ -245,6 +245,10 @@ OP_CLASSES: dict[str, tuple[str, ...]] = {
         "UnsqueezeV3",
     ),
     "partitioned_call": ("PartitionedCall", "StatefulPartitionedCall"),
+    # MemLayoutConflictUtil::IsAddressRefreshable / IsPhysicalAddressRefreshable: never refreshable
+    "physical_addr": ("StreamSwitch", "LabelSwitchByIndex"),
+    # MemLayoutConflictUtil::IsSkipInsert: a copy is already there
+    "layout_memcpy": ("Identity", "MemcpyAsync", "MemcpyAddrAsync"),
 }
 
 OP_CLASS_ROWS: list[tuple[str, str]] = [(t, cls) for cls, types in OP_CLASSES.items() for t in types]

@@ -13,6 +13,8 @@ Every analysis concludes in Datalog/Python and then asks this module to change t
 * :func:`insert_identity_after` / :func:`insert_identity_before` -- GE ``GraphUtils::InsertNodeAfter`` /
   ``InsertNodeBefore`` with a new ``Identity`` (attributes given by the caller), including the control-edge
   moves those helpers do (reference §3.6).
+* :func:`insert_node_before_anchors` -- GE ``InsertNodeBefore`` repeated for several anchors with one
+  caller-built multi-input node (input/output ``i`` in front of anchor ``i``).
 
 All functions work on one :class:`~anchorlog.facts.graph.Graph` (GE never edits across a subgraph boundary
 here) and keep its consumer index valid. Failures raise :class:`~anchorlog.errors.PassFailure`.
@@ -322,3 +324,31 @@ def insert_identity_before(
             graph.add_ctrl(c, ident_name)
     _copy_whitelist(dnode, ident)
     return ident_name
+
+
+def insert_node_before_anchors(graph: Graph, node: Node, dsts: list[tuple[str, int]], *, move_ctrl: bool = True) -> str:
+    """GE ``InsertNodeBefore`` called once per anchor with the same multi-input ``node`` (the layout pass's
+    control-node step, ``SolveNodesConflict``): for each ``i``, ``producer(dsts[i]) -> node.in[i]`` and
+    ``node.out[i] -> dsts[i]``. ``node`` (built by the caller, with one input/output per anchor) is added to
+    ``graph`` at the end of its op list when not there yet. With ``move_ctrl`` the in-control edges of each
+    ``dst`` node move to ``node`` (except those from AtomicAddrClean/MemSet), and every insertion copies the
+    ``dst`` node's whitelisted string attributes onto ``node`` (a later anchor's value overwrites, as GE's
+    repeated calls do). Returns the node's name."""
+    if node.name not in graph.nodes:
+        graph.add_node(node)
+    for i, (dname, din) in enumerate(dsts):
+        dnode = graph.nodes[dname]
+        producer = dnode.inputs[din] if din < len(dnode.inputs) else None
+        if producer is not None:
+            graph.connect(producer[0], producer[1], node.name, i)
+        graph.connect(node.name, i, dname, din)
+        if move_ctrl:
+            for c in list(dnode.ctrl_inputs):
+                if c == node.name or c not in graph.nodes or graph.nodes[c].type in _KEEP_CTRL_FROM:
+                    continue
+                graph.remove_ctrl(c, dname)
+                graph.add_ctrl(c, node.name)
+        for key in _WHITELIST_ATTRS:
+            if key in dnode.attrs and dnode.attrs[key].kind == "s":
+                node.attrs[key] = dnode.attrs[key]
+    return node.name

@@ -12,21 +12,30 @@ that fired.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from anchorlog.analysis.explainers import register_explainer
+from anchorlog.analysis.fact_cache import shared_facts
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import InputError
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex
 
-from ._ge import OPT_BUILD_GRAPH_MODE, OPT_FEATURE_BASE_REFRESHABLE, OPT_STATIC_MEMORY_POLICY, is_static_graph
-from .attributes import LayoutOptions, Marks, graph_info, mark_all, mark_node
+from ._ge import (
+    ENV_STATIC_MEMORY,
+    OPT_BUILD_GRAPH_MODE,
+    OPT_FEATURE_BASE_REFRESHABLE,
+    OPT_STATIC_MEMORY_POLICY,
+    is_static_graph,
+)
+from .attributes import AnchorAttribute, LayoutOptions, Marks, graph_info, mark_all, mark_node
 from .checkers import find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_sorting
-from .refmap import AnchorRef, SymbolTable, get_ref_mapping
+from .refmap import AnchorRef, SymbolTable, anchor_name, get_ref_mapping
+from .rules import LayoutFacts, run_layout_rules
 from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
 
 __all__ = [
@@ -38,7 +47,34 @@ __all__ = [
     "top_static_graphs",
 ]
 
-OPTIONS = (OPT_FEATURE_BASE_REFRESHABLE, OPT_BUILD_GRAPH_MODE, OPT_STATIC_MEMORY_POLICY)
+
+def _check_flag(value: str) -> bool:
+    """``ge.featureBaseRefreshable``: GE accepts "0" or "1"."""
+    if value not in ("0", "1"):
+        raise ValueError(f"expected 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def _check_build_mode(value: str) -> str:
+    """``ge.buildGraphMode``: only "offline" changes this pass; GE's other mode is "online"."""
+    if value not in ("offline", "online"):
+        raise ValueError(f"expected offline or online, got {value!r}")
+    return value
+
+
+def _check_static_memory_policy(value: str) -> int:
+    """``ge.exec.staticMemoryPolicy``: GE's policies 0..4."""
+    if value not in ("0", "1", "2", "3", "4"):
+        raise ValueError(f"expected one of 0, 1, 2, 3, 4, got {value!r}")
+    return int(value)
+
+
+OPTION_VALIDATORS = {
+    OPT_FEATURE_BASE_REFRESHABLE: _check_flag,
+    OPT_BUILD_GRAPH_MODE: _check_build_mode,
+    OPT_STATIC_MEMORY_POLICY: _check_static_memory_policy,
+}
+OPTIONS = tuple(OPTION_VALIDATORS)
 
 
 def top_static_graphs(model: Model) -> list[Graph]:
@@ -54,22 +90,60 @@ def top_static_graphs(model: Model) -> list[Graph]:
     return out
 
 
+def marks_from_rules(model: Model, table: SymbolTable, facts: LayoutFacts) -> Marks:
+    """The checkers' state built from the rule results (no Python marking): attributes of the anchors of
+    candidate symbols, and the ref map (out-anchor -> the var node of its symbol it refers to)."""
+    marks = Marks()
+    for (gname, node, io, idx), names in facts.attrs.items():
+        marks.types[AnchorRef(model.graph(gname).nodes[node], io, idx)] = [AnchorAttribute[x] for x in names]
+    for (gname, node, _io, idx), var in facts.ref_var.items():
+        a = AnchorRef(model.graph(gname).nodes[node], "out", idx)
+        sym = table.a2s.get(a.name)
+        target = anchor_name(var, "out", 0)
+        for x in table.s2a.get(sym, []) if sym is not None else []:
+            if x.name == target:
+                marks.ref_map[a] = x.node
+                break
+    return marks
+
+
+def environment_influence(options: Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the environment changed: GE reads ``GE_USE_STATIC_MEMORY`` besides ``ge.exec.staticMemoryPolicy``
+    (``VarManager::IsGeUseExtendSizeMemoryFull``). Empty when the variable is unset or changes nothing."""
+    env = os.environ if env is None else env
+    value = env.get(ENV_STATIC_MEMORY)
+    if value is None:
+        return {}
+    with_env = LayoutOptions.parse(dict(options), env={ENV_STATIC_MEMORY: value}).physical_memory_refreshable
+    without = LayoutOptions.parse(dict(options), env={}).physical_memory_refreshable
+    return {
+        ENV_STATIC_MEMORY: value,
+        "is_physical_memory_refreshable": with_env,
+        "changed_graph_info": with_env != without,
+    }
+
+
 def _process(
-    model: Model, g: Graph, opts: LayoutOptions, namer: IdentityNamer, records: list[dict[str, Any]]
+    model: Model,
+    g: Graph,
+    opts: LayoutOptions,
+    namer: IdentityNamer,
+    records: list[dict[str, Any]],
+    db: Any,
+    engine: str = "sqlite",
 ) -> dict[str, Any]:
     """``MemLayoutConflictOptimizer::Process`` for one top static graph."""
     index = _ModelIndex(model)
     info = graph_info(g, opts)
     table = get_ref_mapping(model, g, index)
-    marks = mark_all(model, g, all_nodes(model, g), opts, table, index, lazy=True)
-    special = marks.special
+    # The facts every decision rests on come from layout.dl on the shared fact database: the attributes of
+    # the anchors of candidate symbols, the candidate anchor pairs, GE's ref map.
+    facts = run_layout_rules(db, model, g, opts, table, engine)
+    marks = marks_from_rules(model, table, facts)
     checked = 0
-    for symbol in sorted(table.s2a):
+    for symbol in sorted(facts.conflict_symbols):
         anchors = table.s2a[symbol]
-        # a symbol of NORMAL / REFERENCE anchors only has no active attribute pair
-        if not any(id(a.node) in special for a in anchors):
-            continue
-        found = find_conflict_nodes(anchors, marks, info, index)
+        found = find_conflict_nodes(anchors, marks, info, index, facts.pairs[symbol])
         checked += 1
         for anchor in sorted(found, key=lambda a: a.name):
             why = found[anchor]
@@ -101,7 +175,7 @@ def _process(
     return {"graph": g.name, "graph_info": info.as_dict(), "symbols": len(table.s2a), "symbols_walked": checked}
 
 
-@register("layout-conflict", options=OPTIONS)
+@register("layout-conflict", options=OPTION_VALIDATORS)
 def run(model: Model, ctx: PassContext) -> dict[str, Any]:
     """Memory layout conflicts (GE MemLayoutConflictOptimizer): Identity where anchor attributes clash."""
     opts = LayoutOptions.parse(ctx.options)
@@ -119,13 +193,16 @@ def run(model: Model, ctx: PassContext) -> dict[str, Any]:
         records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer))
     if records:  # GE sorts again here; without insertions the order and ids are unchanged
         topological_sorting(model)
-    graphs = [_process(model, g, opts, namer, records) for g in tops]
+    engine = ctx.engine if ctx.engine in ("sqlite", "duckdb") else "sqlite"
+    graphs = [_process(model, g, opts, namer, records, shared_facts(model, ctx), engine) for g in tops]
     if any("identity" in r for r in records):
         topological_sorting(model)  # GE sorts the root after MemConflictProc: new nodes get ids
     inserted = [r for r in records if "identity" in r]
+    env_used = environment_influence(ctx.options)
     return {
         "changed": bool(inserted),
         "options": {k: v for k, v in ctx.options.items() if k in OPTIONS},
+        **({"environment": env_used} if env_used else {}),
         "graphs": graphs,
         "identities": inserted,
         "skipped_insertions": [r for r in records if "skipped" in r],

@@ -6,19 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
+from anchorlog.facts.relations import OP_CLASSES
 
-# Node-type sets (reference §1.2), exact GE strings.
-DATA_TYPES = frozenset({"Data", "RefData", "AippData", "AnnData"})  # OpTypeUtils::IsDataNode
-VARIABLE_TYPES = frozenset({"Variable", "VariableV2"})  # OpTypeUtils::IsVariableNode
-VAR_LIKE_TYPES = frozenset({"Variable", "VariableV2", "RefData"})  # OpTypeUtils::IsVarLikeNode
-LAYOUT_CONST_TYPES = frozenset(
-    {"Const", "Constant", "FileConstant", "ConstPlaceHolder"}
-)  # MemLayoutConflictUtil::IsConst
-ASSIGN_LIKE_TYPES = frozenset(
-    {"AssignAdd", "Assign", "AssignSub", "AssignAddVariableOp", "AssignSubVariableOp", "AssignVariableOp"}
-)
-MEMCPY_TYPES = frozenset({"Identity", "MemcpyAsync", "MemcpyAddrAsync"})  # IsSkipInsert peers
-PHYSICAL_ADDR_TYPES = frozenset({"StreamSwitch", "LabelSwitchByIndex"})  # never address-refreshable
+# Node-type sets (reference §1.2): GE's exact sets are data in ``relations.OP_CLASSES`` (the ``op_class`` facts
+# the rules read); the Python side reads the same table.
+DATA_TYPES = frozenset(OP_CLASSES["data"])  # OpTypeUtils::IsDataNode
+VARIABLE_TYPES = frozenset(OP_CLASSES["variable"])  # OpTypeUtils::IsVariableNode
+VAR_LIKE_TYPES = frozenset(OP_CLASSES["var_like"])  # OpTypeUtils::IsVarLikeNode
+LAYOUT_CONST_TYPES = frozenset(OP_CLASSES["layout_const"])  # MemLayoutConflictUtil::IsConst
+ASSIGN_LIKE_TYPES = frozenset(OP_CLASSES["assign_like"])
+MEMCPY_TYPES = frozenset(OP_CLASSES["layout_memcpy"])  # IsSkipInsert peers
+PHYSICAL_ADDR_TYPES = frozenset(OP_CLASSES["physical_addr"])  # never address-refreshable
 
 # Attribute / option strings (reference Appendix A).
 PARENT_NODE_INDEX = "_parent_node_index"
@@ -135,7 +133,7 @@ def kernel_lib(node: Node) -> str:
     return attr_str(node, KERNEL_LIB_NAME) or ""
 
 
-_MAYBE_REF_TYPES = frozenset({"NetOutput", "While", "_While", "StatelessWhile", "Merge", "Reshape"})
+_MAYBE_REF_TYPES = frozenset(OP_CLASSES["pass_through"] + OP_CLASSES["ge_local_ref"])
 _MAYBE_REF_ATTRS = ("_parent_node_index", "reference", "_output_reuse_input")
 
 

@@ -560,16 +560,30 @@ def symbol_may_conflict(anchors: list[AnchorRef], marks: Marks) -> bool:
 
 
 def find_conflict_nodes(
-    anchors: list[AnchorRef], marks: Marks, info: GraphInfo, index: _ModelIndex
+    anchors: list[AnchorRef],
+    marks: Marks,
+    info: GraphInfo,
+    index: _ModelIndex,
+    candidates: set[frozenset[tuple[str, str, str, int]]] | None = None,
 ) -> dict[AnchorRef, Finding]:
-    """``FindConflictNodes``: every pair ``i < j`` of the symbol's anchors, attribute pairs in list order."""
+    """``FindConflictNodes``: every pair ``i < j`` of the symbol's anchors, attribute pairs in list order.
+
+    ``candidates`` (the pass: ``layout.dl``'s ``layout_candidate_pair`` of this symbol, anchors as
+    ``(graph, node, io, idx)``) restricts the walk to the pairs the rules found an active attribute pair on;
+    the others cannot mark anything, so GE's order and the as-symbol "once" bookkeeping are unchanged."""
     result: dict[AnchorRef, Finding] = {}
-    if len(anchors) < 2 or not symbol_may_conflict(anchors, marks):
+    if len(anchors) < 2:
         return result
+    if candidates is None and not symbol_may_conflict(anchors, marks):
+        return result
+    keys = [(a.node.graph.name if a.node.graph else "", a.node.name, a.io, a.idx) for a in anchors]
     visited: set[tuple[int, int]] = set()
     for i, a in enumerate(anchors):
         ta = marks.of(a)
-        for b in anchors[i + 1 :]:
+        for j in range(i + 1, len(anchors)):
+            b = anchors[j]
+            if candidates is not None and frozenset((keys[i], keys[j])) not in candidates:
+                continue
             if is_skip(a, b, marks):
                 continue
             tb = marks.of(b)

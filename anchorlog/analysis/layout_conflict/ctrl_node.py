@@ -16,6 +16,7 @@ from typing import Any
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex
+from anchorlog.runtime.rewrite import insert_node_before_anchors
 
 from ._ge import (
     LAYOUT_CONST_TYPES,
@@ -32,7 +33,7 @@ from .attributes import is_continuous_input, is_nopadding_continuous_input
 from .checkers import consumers, producer
 from .order import all_nodes, graph_nodes
 from .refmap import AnchorRef, get_ref_mapping
-from .solve import IdentityNamer, create_identity, insert_before, is_skip_insert_in, update_netoutput_offsets
+from .solve import IdentityNamer, create_identity, is_skip_insert_in, update_netoutput_offsets
 
 IF_TYPES = frozenset({"If", "StatelessIf"})  # `_If` is not handled by GE here
 CASE_TYPES = frozenset({"Case", "StatelessCase"})
@@ -167,8 +168,7 @@ def _solve_nodes(
         return
     anchors = [c.anchor for c in found]
     ident = create_identity(graph, anchors, namer)
-    for i, a in enumerate(anchors):
-        insert_before(a, ident, i, i)
+    insert_node_before_anchors(graph, ident, [(a.node.name, a.idx) for a in anchors])
     update_netoutput_offsets(anchors, ident)
     records.append(
         {

@@ -1,15 +1,20 @@
 """The rule side of the layout pass: ``anchorlog/queries/layout.dl`` over a fact database.
 
-:func:`layout_facts` runs the rules for one processed graph and returns the 14 attributes of every anchor (in
-GE's append order) and the symbols that can conflict at all. The pass itself marks anchors with the same
-conditions in Python (:mod:`.attributes`) because it must re-mark nodes of hypothetical symbol tables
-(TensorMove rule 5) without rebuilding a database; ``tests/test_layout_rules.py`` checks that both agree.
+The pass takes every fact its decisions rest on from here: the 14 attributes of the anchors that matter (in
+GE's append order), the candidate conflicting anchor pairs per symbol, and GE's ref map (REFERENCE_OUTPUT
+through ``ref_var_src_var_name``). The absolutely-(no-)conflict tables and the checker registrations are
+supplied to the rules from :mod:`.tables` / :mod:`.checkers` (one table, no copy in the rule file).
+
+:func:`run_layout_rules` is the pipeline entry (shared fact database, the pass's symbol table);
+:func:`layout_facts` is the stand-alone form (own database, all attributes) used by tests and notebooks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from anchorlog.facts.graph import Graph, Model
 
@@ -17,48 +22,114 @@ from ._ge import INPUT_MEM_TYPE_LIST, OUTPUT_MEM_TYPE_LIST, attr_int_list
 from .attributes import LayoutOptions, is_graph_feature_map_refreshable
 from .order import all_nodes
 
+if TYPE_CHECKING:  # pragma: no cover
+    from anchorlog.facts.relations import FactDB
+    from anchorlog.queries import Program
+
+    from .refmap import SymbolTable
+
 LAYOUT_DL = Path(__file__).resolve().parents[2] / "queries" / "layout.dl"
+
+AnchorKey = tuple[str, str, str, int]  # (graph, node, "in"|"out", idx)
 
 
 @dataclass
 class LayoutFacts:
-    """``attrs``: (graph, node, io, idx) -> attribute names in GE's order; ``conflict_symbols``: symbols with an
-    active attribute pair (symbol names as ``symbols.dl`` gives them); ``checkers``: (attr, attr) -> checker."""
+    """``attrs``: (graph, node, io, idx) -> attribute names in GE's order (all anchors for :func:`layout_facts`,
+    the anchors of candidate symbols for :func:`run_layout_rules`); ``conflict_symbols``: symbols with a
+    candidate pair; ``pairs``: symbol -> set of unordered candidate anchor pairs; ``ref_var``: out-anchor ->
+    the var node name it refers to; ``checkers``: (attr, attr) -> checker."""
 
-    attrs: dict[tuple[str, str, str, int], list[str]] = field(default_factory=dict)
+    attrs: dict[AnchorKey, list[str]] = field(default_factory=dict)
     conflict_symbols: set[str] = field(default_factory=set)
+    pairs: dict[str, set[frozenset[AnchorKey]]] = field(default_factory=dict)
+    ref_var: dict[AnchorKey, str] = field(default_factory=dict)
     checkers: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def _program() -> Program:
+    from anchorlog.queries import Program
+
+    return Program.from_file(LAYOUT_DL)
+
+
+def table_rows() -> dict[str, list[tuple[str, ...]]]:
+    """GE's tables as the rules' input relations, from the one Python table module and the checker registry."""
+    from .checkers import CHECKERS
+    from .tables import ABSOLUTE_CONFLICT_ROWS, ABSOLUTE_NO_CONFLICT_ROWS
+
+    return {
+        "layout_no_conflict_row": [(x.name, y.name) for x, y in ABSOLUTE_NO_CONFLICT_ROWS],
+        "layout_abs_conflict_row": [(x.name, y.name) for x, y in ABSOLUTE_CONFLICT_ROWS],
+        "layout_checker_row": [
+            (x.name, y.name, name) for name, chks in CHECKERS.items() for c in chks for x, y in c.pairs
+        ],
+    }
+
+
+def layout_inputs(model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable) -> dict[str, list[tuple[Any, ...]]]:
+    """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, symbol table."""
+    mem_rows = []
+    for n in all_nodes(model, g):
+        for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
+            if key in n.attrs:
+                for i, t in enumerate(attr_int_list(n, key)):
+                    mem_rows.append((n.graph.name if n.graph else "", n.name, io, i, int(t)))
+    sym_rows = [
+        (a.node.graph.name if a.node.graph else "", a.node.name, a.io, a.idx, s)
+        for s, anchors in table.s2a.items()
+        for a in anchors
+    ]
+    return {
+        "layout_ctx": [(g.name,)],
+        "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
+        "layout_mem_type": mem_rows,
+        "layout_symbol": sym_rows,
+        **table_rows(),
+    }
+
+
+def run_layout_rules(
+    db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable, engine: str = "sqlite"
+) -> LayoutFacts:
+    """Run ``layout.dl`` for processed graph ``g`` on ``db`` (the pipeline's shared fact database)."""
+    res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table))
+    out = LayoutFacts()
+    for gname, node, io, idx, attr, _rank in sorted(
+        res.rows("layout_candidate_attr"), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
+    ):
+        out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
+    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair"):
+        out.pairs.setdefault(s, set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
+    out.conflict_symbols = set(out.pairs)
+    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var")}
+    out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker")}
+    return out
 
 
 def layout_facts(
     model: Model, graph: Graph | None = None, options: dict[str, str] | None = None, engine: str = "sqlite"
 ) -> LayoutFacts:
-    """Run ``layout.dl`` for ``graph`` (default: the root) of ``model``."""
-    from anchorlog.analysis.symbols import node_order
-    from anchorlog.facts.relations import FactDB
-    from anchorlog.queries import Program
+    """Run ``layout.dl`` for ``graph`` (default: the root) of ``model`` on a fresh fact database; ``attrs``
+    holds every anchor of the processed graph (for tests and notebooks)."""
+    from anchorlog.facts.relations import FactDB, _ModelIndex
+
+    from .refmap import get_ref_mapping
 
     g = graph or model.root
     opts = LayoutOptions.parse(dict(options or {}))
-    mem_rows = []
-    for n in all_nodes(model, g):
-        for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
-            for i, t in enumerate(attr_int_list(n, key)):
-                mem_rows.append((n.graph.name if n.graph else "", n.name, io, i, int(t)))
-    extra = {
-        "node_order": node_order(model),
-        "sym_top": [(g.name,)],
-        "layout_ctx": [(g.name,)],
-        "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
-        "layout_mem_type": mem_rows,
-    }
+    table = get_ref_mapping(model, g, _ModelIndex(model))
     db = FactDB.from_model(model)
-    res = Program.from_file(LAYOUT_DL).run(db, engine=engine, extra=extra)
+    res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table))
     out = LayoutFacts()
     for gname, node, io, idx, attr, _rank in sorted(
         res.rows("layout_attr"), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
     ):
         out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
+    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair"):
+        out.pairs.setdefault(s, set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
     out.conflict_symbols = {r[0] for r in res.rows("layout_conflict_symbol")}
+    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var")}
     out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker")}
     return out

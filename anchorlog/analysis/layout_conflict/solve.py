@@ -1,9 +1,9 @@
 """Solving (reference §4.5, §3.6): an Identity before a conflicting in-anchor, or after a conflicting
 out-anchor for all its current consumers, built and attributed exactly as GE's ``CreateIdentityOpDesc``.
 
-Single-anchor edits use the shared rewriter (``anchorlog.runtime.rewrite``: GE's ``InsertNodeBefore`` /
-``InsertNodeAfter`` with their control-edge moves); the control-node step's multi-input Identity (one node, input
-``i`` in front of conflict anchor ``i``) uses :func:`insert_before` here, which the shared rewriter does not offer.
+Every graph edit goes through the shared rewriter (``anchorlog.runtime.rewrite``: GE's ``InsertNodeBefore`` /
+``InsertNodeAfter`` with their control-edge moves; the control-node step's multi-input Identity through
+``insert_node_before_anchors``). This module only builds and attributes the Identity.
 """
 
 from __future__ import annotations
@@ -28,17 +28,6 @@ from ._ge import (
 )
 from .checkers import consumers, producer
 from .refmap import AnchorRef
-
-# String attributes GE's graph-edit helpers copy from the neighbour onto an inserted node.
-_WHITELIST_ATTRS = (
-    "_user_stream_label",
-    "_op_aicore_num",
-    "_op_vectorcore_num",
-    "_super_kernel_scope",
-    "_super_kernel_options",
-)
-_NO_CTRL_MOVE_FROM = frozenset({"AtomicAddrClean", "MemSet"})
-_SWITCH_TYPES = frozenset({"Switch", "RefSwitch", "SwitchN"})
 
 
 @dataclass
@@ -127,46 +116,6 @@ def _copy_attr(src: Node, dst: Node, ident: Node) -> None:
     if attr_bool(src, "_is_connected_to_netoutput"):
         src.set_attr("_is_connected_to_netoutput", False)
         ident.set_attr("_is_connected_to_netoutput", True)
-
-
-def _copy_whitelist(frm: Node, to: Node) -> None:
-    for key in _WHITELIST_ATTRS:
-        if key in frm.attrs and frm.attrs[key].kind == "s":
-            to.attrs[key] = frm.attrs[key]
-
-
-def insert_before(dst: AnchorRef, ident: Node, in_idx: int = 0, out_idx: int = 0) -> None:
-    """``InsertNodeBefore(dst_in)``: producer -> Identity.in[in_idx], Identity.out[out_idx] -> dst; the
-    consumer's control predecessors (except AtomicAddrClean/MemSet) move to the Identity."""
-    g = dst.node.graph
-    assert g is not None
-    src = producer(dst.node, dst.idx)
-    if ident.name not in g.nodes:
-        g.add_node(ident)
-    if src is not None:
-        g.connect(src.node.name, src.idx, ident.name, in_idx)
-    g.connect(ident.name, out_idx, dst.node.name, dst.idx)
-    for c in list(dst.node.ctrl_inputs):
-        if c in g.nodes and g.nodes[c].type not in _NO_CTRL_MOVE_FROM and c != ident.name:
-            g.remove_ctrl(c, dst.node.name)
-            g.add_ctrl(c, ident.name)
-    _copy_whitelist(dst.node, ident)
-
-
-def insert_after(src: AnchorRef, dsts: list[AnchorRef], ident: Node) -> None:
-    """``InsertNodeAfter(src_out, dsts)``: src -> Identity -> every dst; the producer's control successors
-    move to the Identity (not for Switch producers)."""
-    g = src.node.graph
-    assert g is not None
-    g.add_node(ident)
-    g.connect(src.node.name, src.idx, ident.name, 0)
-    for d in dsts:
-        g.connect(ident.name, 0, d.node.name, d.idx)
-    if src.node.type not in _SWITCH_TYPES:
-        for succ in g.ctrl_successors(src.node.name):
-            g.remove_ctrl(src.node.name, succ)
-            g.add_ctrl(ident.name, succ)
-    _copy_whitelist(src.node, ident)
 
 
 def update_netoutput_offsets(in_anchors: list[AnchorRef], ident: Node) -> None:

@@ -1,0 +1,119 @@
+"""layout-conflict on the architecture rule: rule-derived facts in the pipeline, option validators, the
+environment note in the report, and the shared rewriter's multi-anchor insertion."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from anchorlog.analysis.fact_cache import shared_facts
+from anchorlog.analysis.layout_conflict import environment_influence, run
+from anchorlog.analysis.layout_conflict.attributes import LayoutOptions
+from anchorlog.analysis.layout_conflict.order import topological_sorting
+from anchorlog.analysis.layout_conflict.refmap import get_ref_mapping
+from anchorlog.analysis.layout_conflict.rules import run_layout_rules, table_rows
+from anchorlog.analysis.registry import PassContext
+from anchorlog.cli import main
+from anchorlog.facts import ge_io
+from anchorlog.facts.builder import GraphBuilder
+from anchorlog.facts.graph import Node, TensorDesc
+from anchorlog.facts.relations import _ModelIndex
+from anchorlog.runtime.rewrite import insert_node_before_anchors
+
+
+def _const_to_netoutput():
+    b = GraphBuilder("g")
+    b.chain("k:Const", "out:NetOutput")
+    return b.build()
+
+
+def test_candidate_pairs_come_from_rules_on_shared_db():
+    model = _const_to_netoutput()
+    topological_sorting(model)
+    ctx = PassContext()
+    g = model.root
+    table = get_ref_mapping(model, g, _ModelIndex(model))
+    facts = run_layout_rules(shared_facts(model, ctx), model, g, LayoutOptions(), table)
+    assert facts.conflict_symbols == {"k_out_0"}
+    assert facts.pairs["k_out_0"] == {frozenset((("g", "k", "out", 0), ("g", "out", "in", 0)))}
+    assert facts.attrs[("g", "k", "out", 0)] == ["IMMUTABLE_ADDRESS_OUTPUT"]
+    assert facts.attrs[("g", "out", "in", 0)] == ["USER_MEMORY_OUTPUT"]
+    rep = run(model, ctx)
+    assert [r["anchor"] for r in rep["identities"]] == ["out_in_0"]
+
+
+def test_tables_are_one_source():
+    rows = table_rows()
+    assert len(rows["layout_abs_conflict_row"]) == 10
+    assert len(rows["layout_no_conflict_row"]) == 3
+    assert len({frozenset(r[:2]) for r in rows["layout_checker_row"]}) == 55
+
+
+@pytest.mark.parametrize(
+    "option",
+    ["ge.featureBaseRefreshable=yes", "ge.buildGraphMode=bogus", "ge.exec.staticMemoryPolicy=7"],
+)
+def test_bad_layout_option_fails_before_any_pass(tmp_path, option, capsys):
+    src = tmp_path / "m.pbtxt"
+    ge_io.write_model(_const_to_netoutput(), str(src))
+    rc = main(
+        [
+            "optimize",
+            str(src),
+            "--output",
+            str(tmp_path / "o.pbtxt"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "--passes",
+            "layout-conflict",
+            "--option",
+            option,
+        ]
+    )
+    assert rc == 2
+    assert option.split("=")[0] in capsys.readouterr().err
+    assert not (tmp_path / "o.pbtxt").exists()
+
+
+def test_environment_recorded_when_it_changes_graph_info(tmp_path, monkeypatch):
+    assert environment_influence({}, env={}) == {}
+    note = environment_influence({}, env={"GE_USE_STATIC_MEMORY": "4"})
+    assert note == {"GE_USE_STATIC_MEMORY": "4", "is_physical_memory_refreshable": True, "changed_graph_info": True}
+    # the option alone already gives the same flag: the environment changed nothing
+    note = environment_influence({"ge.exec.staticMemoryPolicy": "4"}, env={"GE_USE_STATIC_MEMORY": "4"})
+    assert note["changed_graph_info"] is False
+    monkeypatch.setenv("GE_USE_STATIC_MEMORY", "4")
+    src = tmp_path / "m.pbtxt"
+    ge_io.write_model(_const_to_netoutput(), str(src))
+    rc = main(
+        [
+            "optimize",
+            str(src),
+            "--output",
+            str(tmp_path / "o.pbtxt"),
+            "--report",
+            str(tmp_path / "r.json"),
+            "--passes",
+            "layout-conflict",
+        ]
+    )
+    assert rc == 0
+    section = json.loads((tmp_path / "r.json").read_text())["passes"][0]
+    assert section["environment"]["changed_graph_info"] is True
+
+
+def test_insert_node_before_anchors_multi_input():
+    b = GraphBuilder("g")
+    b.chain("a:Data", "out:NetOutput")
+    b.chain("c:Data", "out:NetOutput")
+    model = b.build()
+    g = model.root
+    g.nodes["out"].set_attr("_user_stream_label", "s1")
+    g.add_ctrl("a", "out")
+    ident = Node("ident", "Identity", input_desc=[TensorDesc(), TensorDesc()], output_desc=[TensorDesc(), TensorDesc()])
+    insert_node_before_anchors(g, ident, [("out", 0), ("out", 1)])
+    assert g.nodes["out"].inputs == [("ident", 0), ("ident", 1)]
+    assert g.nodes["ident"].inputs == [("a", 0), ("c", 0)]
+    assert g.nodes["ident"].ctrl_inputs == ["a"] and "a" not in g.nodes["out"].ctrl_inputs
+    assert g.nodes["ident"].attr("_user_stream_label") == "s1"
