@@ -290,7 +290,7 @@ def test_second_concat_on_the_same_producer_output_loses():
     assert vs["cat"].marked
     assert (vs["cat2"].check, vs["cat2"].input) == ("IsPreOutAnchorCanReuse", 0)
     assert vs["cat2"].facts["taken_by"] == ["cat"]
-    assert an.refreshes == 0  # a lock is overlaid on the derived facts, nothing to re-derive
+    assert an.rounds == 2  # cat2 waits for cat's verdict; the second round reads cat's mark (cn_marked)
 
 
 def test_producer_output_also_feeding_netoutput():
@@ -517,7 +517,7 @@ def test_mark_makes_a_new_ref_node_for_later_traces():
     vs = {v.node: v for v in an.run()}
     assert vs["cat"].marked
     assert (vs["cat2"].check, vs["cat2"].input) == ("HasSameSourceAnchor", 1)
-    assert an.refreshes == 1
+    assert an.rounds == 2
 
 
 def test_analysis_only_run_does_not_cascade():
@@ -699,3 +699,92 @@ def test_duckdb_engine_agrees():
     b = ConcatNotaskAnalysis(model(), engine="duckdb").run()
     assert [v.as_dict() for v in a] == [v.as_dict() for v in b]
     assert [v.marked for v in a] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("anchorlog.dtypeMKN=garbage", "is not KEY:m0,k0,n0"),
+        ("anchorlog.dtypeMKN=Default:0,0,0", "three positive integers"),
+        ("anchorlog.dtypeMKN=-16,16,16", "is not KEY:m0,k0,n0"),
+        ("anchorlog.dtypeMKN=DT_FOO:1,2,3", "unknown dtype 'DT_FOO'"),
+        ("anchorlog.singleOpScene=maybe", "expected true or false"),
+        ("anchorlog.memoryDiscontiguousAllocation=2", "expected true or false"),
+        ("_single_op_scene=sure", "expected true or false"),
+    ],
+)
+def test_cli_refuses_bad_option_values_before_any_pass(tmp_path, capsys, option, message):
+    from anchorlog.cli import main
+    from anchorlog.facts.ge_io import write_model
+
+    m, _ = build()
+    src, out, rep = tmp_path / "in.pbtxt", tmp_path / "out.pbtxt", tmp_path / "r.json"
+    write_model(m, src)
+    argv = ["optimize", str(src), "--output", str(out), "--report", str(rep), "--passes", "concat-notask"]
+    assert main([*argv, "--option", option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+    assert "invalid literal" not in err
+    assert not out.exists() and not rep.exists()
+
+
+@pytest.mark.parametrize(
+    "option, marked",
+    [
+        ("anchorlog.dtypeMKN=Default:16,16,16;DT_INT8:16,32,16", 1),
+        ("_single_op_scene=true", 0),  # GE's graph attribute name, applied to every graph
+        ("_memory_discontiguous_allocation=on", 0),
+        ("anchorlog.singleOpScene=false", 1),
+    ],
+)
+def test_cli_accepts_good_option_values(tmp_path, option, marked):
+    import json
+
+    from anchorlog.cli import main
+    from anchorlog.facts.ge_io import write_model
+
+    m, _ = build()
+    src, out, rep = tmp_path / "in.pbtxt", tmp_path / "out.pbtxt", tmp_path / "r.json"
+    write_model(m, src)
+    argv = ["optimize", str(src), "--output", str(out), "--report", str(rep), "--passes", "concat-notask"]
+    assert main([*argv, "--option", option]) == 0
+    assert json.loads(rep.read_text())["passes"][0]["marked"] == marked
+
+
+def test_explain_anchor_names_the_taker_and_the_loser():
+    m, b = build()
+    g = m.root
+    b.node("cat2:ConcatD", inputs=2)
+    g.nodes["cat2"].input_desc = [td([2, 16]), td([2, 16])]
+    g.nodes["cat2"].output_desc = [td([4, 16])]
+    g.connect("p0", 0, "cat2", 0)
+    g.connect("p1", 0, "cat2", 1)
+    b.chain("cat2", "out2:NetOutput")
+    text = explain(m, "p1", anchor=("p1", 0))
+    assert "cat: no-task; takes this buffer over at offset 64" in text
+    assert "cat2: rejected by IsPreOutAnchorCanReuse on input 0" in text  # p0:0 is taken too, and first
+    assert m.find_node("cat").attr("_no_task") is None  # explained on a copy
+    assert "no ConcatD/ConcatV2D reads" in explain(m, "d0", anchor=("d0", 0))
+
+
+def test_chained_concats_second_round_reads_the_first_mark():
+    """cat feeds cat2: cat2 waits for cat's verdict; the rules then see cat as marked (cn_marked) and reject
+    cat2 by IsPreNodeAttrValid, and cat (decided first) was not yet blocked by cat2 being virtual."""
+    m, b = build()
+    g = m.root
+    b.node("q:ReLU", inputs=1)
+    g.connect("d0", 0, "q", 0)
+    g.nodes["q"].output_desc = [td([4, 16])]
+    b.node("cat2:ConcatD", inputs=2)
+    g.nodes["cat2"].input_desc = [td([4, 16]), td([4, 16])]
+    g.nodes["cat2"].output_desc = [td([8, 16])]
+    g.nodes["cat"].output_desc = [td([4, 16])]
+    g.remove_node("out")  # cat feeds only cat2 (a NetOutput consumer would fail check g first)
+    g.connect("cat", 0, "cat2", 0)
+    g.connect("q", 0, "cat2", 1)
+    b.chain("cat2", "out2:NetOutput")
+    an = ConcatNotaskAnalysis(m)
+    vs = {v.node: v for v in an.run()}
+    assert vs["cat"].marked
+    assert (vs["cat2"].check, vs["cat2"].input, vs["cat2"].reason) == ("IsPreNodeAttrValid", 0, "producer_attr")
+    assert an.rounds == 2

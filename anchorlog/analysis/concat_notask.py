@@ -16,15 +16,17 @@ How it works:
 
 Context flags (GE reads them from the graph; an anchorlog option can force them for a whole run):
 
-* ``anchorlog.singleOpScene`` = true: the compile is a single-op compile (GE graph attr ``_single_op_scene``);
-  the pass skips every graph.
-* ``anchorlog.memoryDiscontiguousAllocation`` = true: as graph attr ``_memory_discontiguous_allocation``.
+* ``anchorlog.singleOpScene`` (or GE's attribute name ``_single_op_scene``) = true: the compile is a single-op
+  compile (GE graph attr ``_single_op_scene``); the pass skips every graph.
+* ``anchorlog.memoryDiscontiguousAllocation`` (or ``_memory_discontiguous_allocation``) = true: as that graph
+  attr on every graph. Values: true/false, 1/0, yes/no, on/off; anything else is refused before any pass runs.
 * ``anchorlog.dtypeMKN``: the platform's per-dtype fractal sizes, ``Default:16,16,16;DT_INT8:16,32,16``
   (default: 16 for every dtype, what GE uses without platform info).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import time
 from dataclasses import dataclass, field
@@ -46,12 +48,26 @@ TARGET_TYPES = ("ConcatD", "ConcatV2D")
 OPT_SINGLE_OP = "anchorlog.singleOpScene"
 OPT_DISCONTIGUOUS = "anchorlog.memoryDiscontiguousAllocation"
 OPT_DTYPE_MKN = "anchorlog.dtypeMKN"
+# GE has no session option for these two scenarios: its passes read graph attributes. Their names are accepted
+# as option keys too (the value is applied to every graph, as the anchorlog.* spellings are).
+OPT_GE_SINGLE_OP = "_single_op_scene"
+OPT_GE_DISCONTIGUOUS = "_memory_discontiguous_allocation"
 
 ATTR_SINGLE_OP_SCENE = "_single_op_scene"
 ATTR_MEMORY_DISCONTIGUOUS = "_memory_discontiguous_allocation"
 ATTR_DYNAMIC_SHAPE_PARTITIONED = "_dynamic_shape_partitioned"
 ATTR_GRAPH_UNKNOWN = "_graph_unknown_flag"
 LIST_KEYS = ("_input_memory_type", "_output_memory_type", "atomic_output_index")
+# Python-side relations keyed by (graph, concat): each round passes the rows of the pending concats only
+_PER_CONCAT = ("cn_in_tensor", "cn_in_dim", "cn_unknown_shape", "cn_lxslice_name")
+
+
+@functools.cache
+def _program() -> Any:
+    from anchorlog.queries import Program
+
+    return Program.from_file(RULES)
+
 
 STAGES = {
     0: "unknown_shape",
@@ -74,8 +90,23 @@ INPUT_STEPS = {
 }
 
 
-def _truthy(v: str | None) -> bool:
-    return str(v).strip().lower() in ("1", "true", "yes", "on")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def parse_flag(value: str) -> bool:
+    """An on/off option value; anything but true/false (1/0, yes/no, on/off) raises ValueError."""
+    v = str(value).strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _flag(options: dict[str, str], *keys: str) -> bool:
+    """An on/off context flag given under any of its spellings (anchorlog's, GE's graph attribute name)."""
+    return any(parse_flag(options[k]) for k in keys if k in options)
 
 
 def _get_bool(holder: Any, key: str) -> bool | None:
@@ -135,8 +166,17 @@ class Verdict:
 class ConcatNotaskAnalysis:
     """The pass over one model: facts, rules, decisions (optionally applied)."""
 
-    def __init__(self, model: Model, options: dict[str, str] | None = None, engine: str = "sqlite") -> None:
+    def __init__(
+        self,
+        model: Model,
+        options: dict[str, str] | None = None,
+        engine: str = "sqlite",
+        ctx: PassContext | None = None,
+    ) -> None:
+        """``ctx``: the pipeline's context, whose shared fact database the rules read (without one the
+        analysis builds a private database and closes it)."""
         self.model = model
+        self.ctx = ctx
         self.options = dict(options or {})
         self.engine = engine
         try:
@@ -148,9 +188,10 @@ class ConcatNotaskAnalysis:
         except ValueError as e:
             raise OptionError(str(e), OPT_DTYPE_MKN) from e
         self.dim_details: dict[tuple[str, str, int], formats.DimCheck] = {}
+        self._dim_memo: dict[tuple, formats.DimCheck] = {}
         self.skips: dict[str, str] = {}
         self.unknown: dict[str, str] = {}
-        self.refreshes = 0
+        self.rounds = 0  # evaluations of the rules (one, plus one per wave of order-dependent verdicts)
         self.timings: dict[str, float] = {}  # seconds: python facts, fact database, rules, decisions
 
     # -- python-side facts -------------------------------------------------------------------------------
@@ -178,8 +219,11 @@ class ConcatNotaskAnalysis:
 
     def graph_facts(self) -> tuple[list[tuple], list[tuple]]:
         skip, unknown = [], []
-        force_single = _truthy(self.options.get(OPT_SINGLE_OP))
-        force_discontiguous = _truthy(self.options.get(OPT_DISCONTIGUOUS))
+        try:
+            force_single = _flag(self.options, OPT_SINGLE_OP, OPT_GE_SINGLE_OP)
+            force_discontiguous = _flag(self.options, OPT_DISCONTIGUOUS, OPT_GE_DISCONTIGUOUS)
+        except ValueError as e:
+            raise OptionError(f"{e} for {OPT_SINGLE_OP}/{OPT_DISCONTIGUOUS}", "--option") from None
         for g in self.model.graphs:
             if force_single or self._single_op_scene(g):
                 skip.append((g.name, "single_op_scene"))
@@ -217,27 +261,34 @@ class ConcatNotaskAnalysis:
             else:
                 assert d is not None
                 mask = _get_int(d, "_reshape_type_mask") or 0
-                chk = formats.check_concat_dim(
-                    _origin_format(d), d.layout, ori, list(d.shape or []), d.dtype, dim, mask, self.cube
-                )
+                # the check is a pure function of the descriptor: concats of one model repeat a few shapes
+                memo = (_origin_format(d), d.layout, tuple(ori), tuple(d.shape or ()), d.dtype, dim, mask)
+                chk = self._dim_memo.get(memo)
+                if chk is None:
+                    chk = self._dim_memo[memo] = formats.check_concat_dim(
+                        memo[0], d.layout, ori, list(d.shape or []), d.dtype, dim, mask, self.cube
+                    )
             self.dim_details[(graph.name, node.name, i)] = chk
             dim_rows.append((graph.name, node.name, i, 1 if chk.ok else 0, chk.reason))
             if not chk.ok:
                 break
         return tensor_rows, dim_rows
 
-    def list_item_facts(self, graph: Graph) -> list[tuple]:
-        rows = []
-        for n in graph.nodes.values():
-            for key in LIST_KEYS:
-                v = n.attr(key)
-                if isinstance(v, list):
-                    for pos, x in enumerate(v):
-                        if isinstance(x, (int, float)) and not isinstance(x, bool):
-                            rows.append((graph.name, n.name, key, pos, int(x)))
-        return rows
+    @staticmethod
+    def _list_items(graph: Graph, node: Node, rows: list[tuple]) -> None:
+        for key in LIST_KEYS:
+            if key not in node.attrs:
+                continue
+            v = node.attr(key)
+            if not isinstance(v, list):
+                continue
+            for pos, x in enumerate(v):
+                if isinstance(x, (int, float)) and not isinstance(x, bool):
+                    rows.append((graph.name, node.name, key, pos, int(x)))
 
-    def extra_facts(self) -> dict[str, list[tuple]]:
+    def extra_facts(self, concats: list[tuple[Graph, Node]]) -> dict[str, list[tuple]]:
+        """The Python-side input relations for ``concats`` (list attributes: of the concats and their direct
+        producers, the only nodes the rules read them from)."""
         skip, unknown = self.graph_facts()
         tensor_rows: list[tuple] = []
         dim_rows: list[tuple] = []
@@ -245,21 +296,25 @@ class ConcatNotaskAnalysis:
         unknown_shape: list[tuple] = []
         lxslice: list[tuple] = []
         unnamed: list[tuple] = []
+        seen: set[tuple[str, str]] = set()
+        for g, n in concats:
+            t, d = self.concat_input_facts(g, n)
+            tensor_rows += t
+            dim_rows += d
+            # IsUnknownShapeOp: GeShape::IsUnknownShape, any negative dim (-1 unknown, -2 unknown rank)
+            for io, descs in (("in", n.input_desc), ("out", n.output_desc)):
+                if any(d.shape and any(x < 0 for x in d.shape) for d in descs):
+                    unknown_shape.append((g.name, n.name, io))
+            if "lxslice" in n.name:
+                lxslice.append((g.name, n.name))
+            for name in [n.name] + [src[0] for src in n.inputs if src is not None]:
+                if (g.name, name) not in seen and name in g.nodes:
+                    seen.add((g.name, name))
+                    self._list_items(g, g.nodes[name], items)
         for g in self.model.graphs:
             for n in g.nodes.values():
                 if n.subgraph_names and not any(n.subgraph_names):
                     unnamed.append((g.name, n.name))
-                if n.type in TARGET_TYPES:
-                    t, d = self.concat_input_facts(g, n)
-                    tensor_rows += t
-                    dim_rows += d
-                    # IsUnknownShapeOp: GeShape::IsUnknownShape, any negative dim (-1 unknown, -2 unknown rank)
-                    for io, descs in (("in", n.input_desc), ("out", n.output_desc)):
-                        if any(d.shape and any(x < 0 for x in d.shape) for d in descs):
-                            unknown_shape.append((g.name, n.name, io))
-                    if "lxslice" in n.name:
-                        lxslice.append((g.name, n.name))
-            items += self.list_item_facts(g)
         return {
             "cn_graph_skip": skip,
             "cn_graph_unknown": unknown,
@@ -273,46 +328,20 @@ class ConcatNotaskAnalysis:
 
     # -- rules -------------------------------------------------------------------------------------------
     def _evaluate(self, db: Any, extra: dict[str, list[tuple]]) -> dict[str, Any]:
-        from anchorlog.queries import Program
-
-        prog = Program.from_file(RULES)
-        res = prog.run(db, engine=self.engine, extra=extra)
+        res = _program().run(db, engine=self.engine, extra=extra)
         fails: dict[tuple[str, str], tuple] = {}
-        for g, c, stage, inp, step, check in res.rows("cn_fail"):
+        # (unsorted: the decision takes minima and looks rows up)
+        for g, c, stage, inp, step, check in res.set("cn_fail"):
             key = (g, c)
             cand = (int(stage), int(inp), int(step), str(check))
             if key not in fails or cand < fails[key]:
                 fails[key] = cand
-        ins: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
-        for g, c, i, p, j in res.rows("cn_in"):
-            ins.setdefault((g, c), []).append((int(i), p, int(j)))
-        trace: dict[tuple[str, str], set[str]] = {}
-        for g, c, n in res.rows("cn_trace"):
-            trace.setdefault((g, c), set()).add(n)
-        out_targets: dict[tuple[str, str], set[str]] = {}
-        for g, c, d in res.rows("cn_out_target"):
-            out_targets.setdefault((g, c), set()).add(d)
         srcs: dict[tuple[str, str, int], tuple[str, int]] = {}
-        for g, c, i, p, j in res.rows("cn_src"):
+        for g, c, i, p, j in res.set("cn_rejected_src"):
             srcs[(g, c, int(i))] = (p, int(j))
-        return {"fails": fails, "ins": ins, "trace": trace, "out_targets": out_targets, "srcs": srcs}
-
-    @staticmethod
-    def _overlay(
-        state: dict[str, Any], key: tuple[str, str], fresh: set[str], locked: set[tuple[str, int]]
-    ) -> tuple | None:
-        """The first failing check once the marks made since the facts were derived are taken into account:
-        marks only add failures (a lock: check f; a virtual producer: h; a virtual consumer: OutputCheck)."""
-        best = state["fails"].get(key)
-        cands = [best] if best is not None else []
-        for i, p, j in state["ins"].get(key, ()):
-            if (p, j) in locked:
-                cands.append((2, i, 5, "producer_output_taken"))
-            if p in fresh:
-                cands.append((2, i, 7, "producer_attr"))
-        if any(d in fresh for d in state["out_targets"].get(key, ())):
-            cands.append((5, -1, 0, "consumer_is_virtual"))
-        return min(cands) if cands else None
+        skipped = {(g, c): str(r) for g, c, r in res.set("cn_skipped")}
+        blocked = {(g, c) for g, c in res.set("cn_blocked")}
+        return {"fails": fails, "srcs": srcs, "skipped": skipped, "blocked": blocked}
 
     def run(self, apply: bool = True) -> list[Verdict]:
         """Decide every concat in GE's order; mark the accepted ones when ``apply``."""
@@ -326,60 +355,75 @@ class ConcatNotaskAnalysis:
                 gc.enable()
 
     def _run(self, apply: bool) -> list[Verdict]:
-        from anchorlog.facts.relations import FactDB
+        from anchorlog.analysis.fact_cache import shared_facts
 
         t0 = time.perf_counter()
-        if not any(n.type in TARGET_TYPES for n in self.model.all_nodes()):
+        # GE's visiting order: the root graph, then every subgraph; each graph's direct nodes in order
+        concats = [(g, n) for g in self.model.graphs for n in g.nodes.values() if n.type in TARGET_TYPES]
+        if not concats:
             return []  # nothing to decide: no facts to derive
-        extra = self.extra_facts()
+        extra = self.extra_facts(concats)
         t1 = time.perf_counter()
-        db = FactDB.from_model(self.model)
+        ctx = self.ctx if self.ctx is not None else PassContext(options=self.options, engine=self.engine)
+        db = shared_facts(self.model, ctx)
         t2 = time.perf_counter()
         try:
             names = db.models[next(iter(db.models))]  # IR graph name -> fact graph name
-            state = self._evaluate(db, self._qualify(extra, names))
-            t3 = time.perf_counter()
-            self.timings = {"python_facts": t1 - t0, "fact_db": t2 - t1, "rules": t3 - t2}
-            verdicts: list[Verdict] = []
-            for g in self.model.graphs:
-                gq = names.get(g.name, g.name)
-                fresh: set[str] = set()  # concats of g marked since the facts were derived
-                locked: set[tuple[str, int]] = set()  # producer outputs they locked
-                for n in list(g.nodes.values()):
-                    if n.type not in TARGET_TYPES:
+            extra = self._qualify(extra, names)
+            key_of = {id(n): (names.get(g.name, g.name), n.name) for g, n in concats}
+            pending = {key_of[id(n)]: (g, n) for g, n in concats}
+            marked: list[tuple[str, str]] = []  # marks of this run, read by the rules as cn_marked
+            verdicts: dict[tuple[str, str], Verdict] = {}
+            rules_s = 0.0
+            while pending:
+                # One evaluation decides every pending concat no earlier pending concat can influence; the
+                # others wait for the next round, which sees this round's marks.
+                tr = time.perf_counter()
+                rows = {
+                    rel: [r for r in rs if (r[0], r[1]) in pending] for rel, rs in extra.items() if rel in _PER_CONCAT
+                }
+                state = self._evaluate(
+                    db,
+                    {**extra, **rows, "cn_pending": list(pending), "cn_marked": list(marked)},
+                )
+                rules_s += time.perf_counter() - tr
+                self.rounds += 1
+                decided = []
+                for key, (g, n) in pending.items():
+                    if key in state["blocked"]:
                         continue
-                    if g.name in self.skips:
-                        verdicts.append(Verdict(g.name, n.name, False, "ShouldSkipGraph", self.skips[g.name]))
-                        continue
-                    key = (gq, n.name)
-                    if fresh and not fresh.isdisjoint(state["trace"].get(key, ())):
-                        # a ref trace runs into a node that has just become a ref node: re-derive this graph
-                        db.refresh_graph(g, self.model)
-                        state = self._evaluate(db, self._qualify(extra, names))
-                        fresh.clear()
-                        locked.clear()
-                        self.refreshes += 1
-                    fail = self._overlay(state, key, fresh, locked)
-                    already = bool(_get_bool(n, "_no_task"))
-                    if fail is None:
-                        v = Verdict(g.name, n.name, True, already=already)
-                        if apply:
-                            locked.update(mark_notask(g, n))
-                            fresh.add(n.name)
-                            blk = memory_layout.nopadding_input_block(g, n)
-                            if blk is not None:
-                                v.facts = {"block": blk.as_dict()}
-                                v.facts["block"]["output_bytes"] = sum(
-                                    max(memory_layout.tensor_size(d), 0) for d in n.output_desc
-                                )
-                    else:
-                        v = self._rejection(g, n, fail, state["srcs"], gq)
-                        v.already = already
-                    verdicts.append(v)
-            self.timings["decisions"] = time.perf_counter() - t3
-            return verdicts
+                    decided.append(key)
+                    verdicts[key] = v = self._decide(g, n, key, state, apply)
+                    if v.marked and apply:
+                        marked.append(key)
+                if not decided:  # cannot happen: the first pending concat of a graph is never blocked
+                    raise AnchorlogError("concat-notask: no concat could be decided", PASS_NAME)
+                for key in decided:
+                    del pending[key]
+            self.timings = {"python_facts": t1 - t0, "fact_db": t2 - t1, "rules": rules_s}
+            self.timings["decisions"] = time.perf_counter() - t2 - rules_s
+            return [verdicts[key_of[id(n)]] for _, n in concats]
         finally:
-            db.close()
+            if self.ctx is None:
+                db.close()
+
+    def _decide(self, g: Graph, n: Node, key: tuple[str, str], state: dict[str, Any], apply: bool) -> Verdict:
+        already = bool(_get_bool(n, "_no_task"))
+        if key in state["skipped"]:
+            return Verdict(g.name, n.name, False, "ShouldSkipGraph", state["skipped"][key], already=already)
+        fail = state["fails"].get(key)
+        if fail is not None:
+            v = self._rejection(g, n, fail, state["srcs"], key[0])
+            v.already = already
+            return v
+        v = Verdict(g.name, n.name, True, already=already)
+        if apply:
+            mark_notask(g, n)
+            blk = memory_layout.nopadding_input_block(g, n)
+            if blk is not None:
+                v.facts = {"block": blk.as_dict()}
+                v.facts["block"]["output_bytes"] = sum(max(memory_layout.tensor_size(d), 0) for d in n.output_desc)
+        return v
 
     @staticmethod
     def _qualify(extra: dict[str, list[tuple]], names: dict[str, str]) -> dict[str, list[tuple]]:
@@ -504,10 +548,19 @@ class ConcatNotaskAnalysis:
 # ------------------------------------------------------------------------------------------------ pass
 
 
-@register(PASS_NAME, options=(OPT_SINGLE_OP, OPT_DISCONTIGUOUS, OPT_DTYPE_MKN))
+@register(
+    PASS_NAME,
+    options={
+        OPT_SINGLE_OP: parse_flag,
+        OPT_GE_SINGLE_OP: parse_flag,
+        OPT_DISCONTIGUOUS: parse_flag,
+        OPT_GE_DISCONTIGUOUS: parse_flag,
+        OPT_DTYPE_MKN: formats.CubeSizes.parse,
+    },
+)
 def run(model: Model, ctx: PassContext) -> dict:
     """Mark ConcatD/ConcatV2D whose inputs can share one no-padding block as no-task (GE ConcatNotaskPass)."""
-    analysis = ConcatNotaskAnalysis(model, ctx.options, engine=ctx.engine)
+    analysis = ConcatNotaskAnalysis(model, ctx.options, engine=ctx.engine, ctx=ctx)
     verdicts = analysis.run(apply=True)
     marked = [v for v in verdicts if v.marked]
     # The output buffers GE no longer allocates: a no-task concat's output is its inputs' block.
@@ -520,7 +573,7 @@ def run(model: Model, ctx: PassContext) -> dict:
         "rejected": len(verdicts) - len(marked),
         "concats": [v.as_dict() for v in verdicts],
         "output_bytes_saved": saved,
-        "fact_refreshes": analysis.refreshes,
+        "rule_rounds": analysis.rounds,
     }
 
 
@@ -545,14 +598,51 @@ def _unmark(model: Model, name: str) -> None:
         return
 
 
-@register_explainer(PASS_NAME, node_types=TARGET_TYPES)
+def _explain_anchor(model: Model, anchor: tuple[str, int], options: dict[str, str] | None) -> str:
+    """Which no-task concat (if any) takes over the buffer of output ``anchor`` and where it lands in the
+    no-padding block; why the other concats reading it do not."""
+    import copy
+
+    node, out = anchor
+    g = next((x for x in model.graphs if node in x.nodes), None)
+    if g is None:
+        raise AnchorlogError(f"no node {node!r} in the model", node)
+    readers = [c for c, _ in g.consumers(node, out) if g.nodes[c].type in TARGET_TYPES]
+    if not readers:
+        return f"{node}:{out}: no ConcatD/ConcatV2D reads this output; concat-notask leaves its buffer alone"
+    work = copy.deepcopy(model)
+    verdicts = {v.node: v for v in ConcatNotaskAnalysis(work, options).run(apply=True) if v.graph == g.name}
+    lines = [f"{node}:{out} in graph {g.name} is read by {', '.join(readers)} (GE's visiting order):"]
+    for c in sorted(readers, key=lambda c: list(g.nodes).index(c)):
+        v = verdicts[c]
+        if v.marked:
+            piece = next(
+                (p for p in v.facts.get("block", {}).get("pieces", []) if (p["src"], p["src_out"]) == (node, out)),
+                None,
+            )
+            where = f" at offset {piece['offset']} ({piece['nopadding_size']} bytes)" if piece else ""
+            lines.append(
+                f"  {c}: no-task; takes this buffer over{where} of its no-padding block and locks it "
+                f"({CONCAT_LOCK_ATTR} = false)"
+            )
+        else:
+            at = f" on input {v.input}" if v.input is not None else ""
+            lines.append(f"  {c}: rejected by {v.check}{at}: {v.reason}")
+    return "\n".join(lines)
+
+
+@register_explainer(PASS_NAME, node_types=TARGET_TYPES, anchors=True)
 def explain(
     model: Model, name: str, *, options: dict[str, str] | None = None, anchor: tuple[str, int] | None = None
 ) -> str:
     """Why concat ``name`` is (or would be) marked no-task or rejected: the verdict, the first failing check in
-    GE's order and the facts that decided it. The model is not changed (the pass runs on a copy)."""
+    GE's order and the facts that decided it. With ``anchor`` (NODE, OUT): which concat takes that producer
+    output over (and where in its block), and why the others reading it do not. The model is not changed (the
+    pass runs on a copy)."""
     import copy
 
+    if anchor is not None:
+        return _explain_anchor(model, anchor, options)
     target = model.find_node(name)
     if target is None:
         raise AnchorlogError(f"no node {name!r} in the model", name)

@@ -14,6 +14,7 @@ are merged, e.g. FRACTAL_Z's C1HW ← C, H, W); ``-1`` marks "no such axis".
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,7 @@ KNOWN_FORMATS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=4096)
 def primary_format(fmt: str | None) -> str:
     """The primary format of a format string: ``FORMAT_`` prefix and ``:sub-format[:c0]`` suffix dropped.
 
@@ -172,21 +174,32 @@ class CubeSizes:
 
     @staticmethod
     def parse(text: str) -> CubeSizes:
-        """Parse ``Default:16,16,16;DT_INT8:16,32,16`` (the platform file's ``DtypeMKN`` section, one line)."""
+        """Parse ``Default:16,16,16;DT_INT8:16,32,16`` (the platform file's ``DtypeMKN`` section, one line).
+
+        Every entry is ``KEY:m0,k0,n0`` with KEY ``Default`` or a dtype name (``DT_...``) and three positive
+        integers; anything else raises ValueError saying which entry is wrong."""
         default = (16, 16, 16)
         per: dict[str, tuple[int, int, int]] = {}
-        for part in text.split(";"):
-            part = part.strip()
-            if not part:
-                continue
-            key, _, value = part.partition(":")
-            nums = tuple(int(x) for x in value.split(","))
-            if len(nums) != 3:
-                raise ValueError(f"DtypeMKN entry {part!r} needs three numbers m0,k0,n0")
-            if key.strip() == "Default":
-                default = nums  # type: ignore[assignment]
+        entries = [p.strip() for p in str(text).split(";") if p.strip()]
+        if not entries:
+            raise ValueError("expected entries KEY:m0,k0,n0 separated by ';', e.g. Default:16,16,16;DT_INT8:16,32,16")
+        for part in entries:
+            key, sep, value = part.partition(":")
+            key = key.strip()
+            if not sep or not key:
+                raise ValueError(f"entry {part!r} is not KEY:m0,k0,n0 (KEY is Default or a dtype such as DT_INT8)")
+            if key != "Default" and key not in DTYPE_BITS:
+                raise ValueError(f"entry {part!r}: unknown dtype {key!r} (use Default or a dtype such as DT_INT8)")
+            fields = [x.strip() for x in value.split(",")]
+            if len(fields) != 3 or not all(x.isdigit() for x in fields):
+                raise ValueError(f"entry {part!r} needs three positive integers m0,k0,n0")
+            nums = (int(fields[0]), int(fields[1]), int(fields[2]))
+            if min(nums) <= 0:
+                raise ValueError(f"entry {part!r} needs three positive integers m0,k0,n0")
+            if key == "Default":
+                default = nums
             else:
-                per[key.strip()] = nums  # type: ignore[assignment]
+                per[key] = nums
         return CubeSizes(default, per)
 
 

@@ -35,5 +35,6 @@ def mark_notask(graph: Graph, node: Node, lock_attr: str = CONCAT_LOCK_ATTR) -> 
         producer = graph.nodes[src[0]]
         if src[1] < len(producer.output_desc):
             producer.output_desc[src[1]].set_attr(lock_attr, False, kind="b")
+            producer.touch()  # a descriptor edited in place: its facts are re-derived for the next pass
             locked.append(src)
     return locked
