@@ -373,8 +373,13 @@ def test_identity_kept_when_it_separates_a_conflict() -> None:
     b.chain("d:Data", "id:Identity", "ar:HcomAllReduce")
     b.attr("ar", "_input_mutable", True)
     m = b.build()
-    handle_memory_rw_conflict(m)
-    assert m.find_node("id") is not None
+    # why it stays: without it the root Data (kWriteable) would feed a scope-writable input directly
+    assert conflict_result(out_t(m, "d"), in_t(m, "ar")) == INSERT_IDENTITY
+    rw = handle_memory_rw_conflict(m)
+    assert feeder(m, "ar") == "id" and feeder(m, "id") == "d"
+    assert copies(m) == ["id"]  # kept, and nothing else inserted
+    # the Identity's own edge needs nothing (kSoftRead -> kScopeWriteable), so no decision acts on it
+    assert [d.action for d in rw.decisions] == []
 
 
 def test_cannot_be_deleted_identity_untouched() -> None:
@@ -382,8 +387,12 @@ def test_cannot_be_deleted_identity_untouched() -> None:
     b.chain("d:Data", "a:ReLU", "id:Identity", "r:ReLU")
     b.attr("id", "_cannot_be_deleted", True)
     m = b.build()
-    handle_memory_rw_conflict(m)
-    assert m.find_node("id") is not None
+    # it separates nothing (kSoftRead -> kReadOnly): only the attribute keeps it (test_remove_no_use_identity)
+    assert conflict_result(out_t(m, "a"), in_t(m, "r")) == DO_NOTHING
+    rw = handle_memory_rw_conflict(m)
+    assert feeder(m, "r") == "id" and feeder(m, "id") == "a"
+    assert copies(m) == ["id"]
+    assert rw.decisions == []  # GE skips the node entirely: no split, no removal, no insertion
 
 
 def test_identity_near_subgraph_kept() -> None:
@@ -393,8 +402,12 @@ def test_identity_near_subgraph_kept() -> None:
     sub.data("sd", 0)
     sub.output("sd", 0)
     m = b.build()
-    handle_memory_rw_conflict(m)
-    assert m.find_node("id") is not None
+    # the matrix alone would drop it (root Data kWriteable -> a wrapper input whose subgraph only reads)
+    assert conflict_result(out_t(m, "d"), in_t(m, "pc")) == DO_NOTHING
+    rw = handle_memory_rw_conflict(m)
+    assert feeder(m, "pc") == "id" and feeder(m, "id") == "d"
+    assert copies(m) == ["id"]  # CheckIdentityIsNearSubgraph keeps it; nothing else inserted
+    assert not any(d.action in ("remove_identity", "insert_identity") for d in rw.decisions)
 
 
 def test_if_branch_writeable_output_gets_identity_before_netoutput() -> None:
