@@ -129,13 +129,14 @@ def _process(
     opts: LayoutOptions,
     namer: IdentityNamer,
     records: list[dict[str, Any]],
-    db: Any,
-    engine: str = "sqlite",
+    ctx: PassContext,
 ) -> dict[str, Any]:
     """``MemLayoutConflictOptimizer::Process`` for one top static graph."""
     index = _ModelIndex(model)
     info = graph_info(g, opts)
-    table = get_ref_mapping(model, g, index)
+    db = shared_facts(model, ctx)
+    engine = ctx.engine if ctx.engine in ("sqlite", "duckdb") else "sqlite"
+    table = get_ref_mapping(model, g, index, ctx=ctx)
     # The facts every decision rests on come from layout.dl on the shared fact database: the attributes of
     # the anchors of candidate symbols, the candidate anchor pairs, GE's ref map.
     facts = run_layout_rules(db, model, g, opts, table, engine)
@@ -193,8 +194,7 @@ def run(model: Model, ctx: PassContext) -> dict[str, Any]:
         records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer))
     if records:  # GE sorts again here; without insertions the order and ids are unchanged
         topological_sorting(model)
-    engine = ctx.engine if ctx.engine in ("sqlite", "duckdb") else "sqlite"
-    graphs = [_process(model, g, opts, namer, records, shared_facts(model, ctx), engine) for g in tops]
+    graphs = [_process(model, g, opts, namer, records, ctx) for g in tops]
     if any("identity" in r for r in records):
         topological_sorting(model)  # GE sorts the root after MemConflictProc: new nodes get ids
     inserted = [r for r in records if "identity" in r]

@@ -112,7 +112,8 @@ def layout_facts(
     model: Model, graph: Graph | None = None, options: dict[str, str] | None = None, engine: str = "sqlite"
 ) -> LayoutFacts:
     """Run ``layout.dl`` for ``graph`` (default: the root) of ``model`` on a fresh fact database; ``attrs``
-    holds every anchor of the processed graph (for tests and notebooks)."""
+    holds every anchor of the processed graph with an attribute other than NORMAL_INPUT / NORMAL_OUTPUT (an
+    anchor not listed is NORMAL), for tests and notebooks."""
     from anchorlog.facts.relations import FactDB, _ModelIndex
 
     from .refmap import get_ref_mapping
@@ -124,7 +125,7 @@ def layout_facts(
     res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table))
     out = LayoutFacts()
     for gname, node, io, idx, attr, _rank in sorted(
-        res.rows("layout_attr"), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
+        res.rows("layout_marked_attr"), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
     ):
         out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
     for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair"):
