@@ -15,7 +15,11 @@ from anchorlog.analysis.symbols import (
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
-from tests.oracles.ge_refmap import oracle_table
+
+try:  # tests/ is on sys.path in pytest's default import mode
+    from oracles.ge_refmap import oracle_table
+except ImportError:  # pragma: no cover - another import mode, run from the project root
+    from tests.oracles.ge_refmap import oracle_table
 
 
 def same(m: Model, a: tuple, b: tuple) -> bool:

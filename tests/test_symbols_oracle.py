@@ -16,7 +16,11 @@ from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
-from tests.oracles.ge_refmap import oracle_table
+
+try:  # tests/ is on sys.path in pytest's default import mode
+    from oracles.ge_refmap import oracle_table
+except ImportError:  # pragma: no cover - another import mode, run from the project root
+    from tests.oracles.ge_refmap import oracle_table
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = sorted((SHARED / "conformance" / "cases").glob("*/model.pbtxt")) if SHARED.is_dir() else []
