@@ -1940,7 +1940,20 @@ class _NoGC:
 
     def __exit__(self, *exc: object) -> None:
         if self.was_enabled:
+            settle_young_objects()
             gc.enable()
+
+
+def settle_young_objects() -> None:
+    """Move every object the collector tracks to its oldest generation without scanning them.
+
+    While it was paused the collector counted millions of new containers (the model); left in the youngest
+    generation, they would be scanned by the next young, middle and full collections in turn, seconds of
+    CPU at 100 k nodes. ``gc.freeze()`` + ``gc.unfreeze()`` moves them to the oldest generation at no cost;
+    they stay collectable (full collections still run). Skipped when the program froze objects itself."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def read_model_text(text: str, source: str = "<text>", *, validate: bool = True) -> Model:

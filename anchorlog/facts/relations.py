@@ -728,6 +728,10 @@ def tables_from_model(
             _graph_rows(index, g, name, qual, t, is_root=(gi == 0), want=want)
     finally:
         if gc_was_enabled:
+            # the row tuples go to the oldest generation unscanned (see ge_io.settle_young_objects)
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
     if include_op_class and "op_class" in want:
         t["op_class"] = list(OP_CLASS_ROWS)
