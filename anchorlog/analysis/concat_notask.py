@@ -6,13 +6,14 @@ How it works:
 * Python derives the facts that need arithmetic or GE's format tables (:mod:`anchorlog.analysis.formats`):
   graph-level skips, each input's origin rank and data bytes, the per-input concat-axis check, the items of
   list attributes;
-* ``queries/concat_notask.dl`` derives every failing check of every concat (``cn_fail``), the real source
-  of each input through ref nodes (``cn_src``) and what each verdict depends on (``cn_dep``);
-* the decision walks the concats in GE's order (root graph, then every subgraph; direct nodes in order),
-  takes the first failing check in GE's check order, and marks the ones without any
-  (:func:`anchorlog.runtime.notask.mark_notask`). A mark changes later verdicts (locks, virtual consumers,
-  new ref nodes): when a concat depends on a node marked since the facts were derived, the facts of its graph
-  are re-derived first, so every verdict sees exactly the graph GE's sequential pass would see.
+* ``queries/concat_notask.dl`` derives every failing check of every pending concat (``cn_fail``), reading
+  the pipeline's shared fact database plus the marks this run has made so far (``cn_marked``), and which
+  pending concats must wait for an earlier one's verdict (``cn_blocked``);
+* the decision walks the concats in GE's order (root graph, then every subgraph; direct nodes in order) in
+  rounds: each round evaluates the rules once and decides every concat that is not blocked, taking the first
+  failing check in GE's check order and marking the ones without any
+  (:func:`anchorlog.runtime.notask.mark_notask`); the blocked ones are decided in the next round, whose rules
+  see the new marks. Python keeps only this bookkeeping: no check is evaluated outside the rules.
 
 Context flags (GE reads them from the graph; an anchorlog option can force them for a whole run):
 
