@@ -23,7 +23,7 @@ from anchorlog.errors import AnchorlogError, RuleError
 
 from .analysis import Stratum, rule_error
 from .program import TYPE_DUCKDB, TYPE_SQLITE, Program, Result, infer_types, sqlite_decl_type, value_type
-from .sqlgen import UNIT_COLUMN, SQLCompiler, TableRef, bound_columns, join_order, quote
+from .sqlgen import UNIT_COLUMN, SQLCompiler, TableRef, bound_columns, join_order, probe_columns, quote
 from .syntax import Atom, Const
 
 _ids = itertools.count(1)
@@ -425,6 +425,11 @@ class SQLEvaluation:
         rules = [(r, rec) for r, rec in zip(s.rules, s.recursive_atoms) if id(r) not in self.fact_rules]
         if not rules:
             return
+        # negations and aggregates are correlated subqueries probing earlier relations (derived ones are
+        # plain work tables): index the probed columns, else each probe is a scan and the stratum quadratic
+        colmap = self.columns_for_index()
+        for r, _ in rules:
+            self.ensure_lookup_indexes(probe_columns(r, colmap))
         if not s.recursive:
             self.eval_nonrecursive(s.relations[0], [r for r, _ in rules])
         elif s.linear and self.recursive_cte:
@@ -593,7 +598,7 @@ class SQLEvaluation:
     def run(self, wanted: list[str]) -> Result:
         try:
             self.setup()
-            for s in self.p.strata:
+            for s in self.needed_strata(wanted):
                 self.eval_stratum(s)
             rows = {rel: self.fetch(rel) for rel in wanted}
         except RuleError:
@@ -601,6 +606,20 @@ class SQLEvaluation:
         finally:
             self.cleanup()
         return Result({rel: self.columns[rel] for rel in wanted}, rows)
+
+    def needed_strata(self, wanted: list[str]) -> list[Stratum]:
+        """The strata the wanted relations depend on (transitively); the others are not evaluated."""
+        from .analysis import all_atoms
+
+        needed = set(wanted)
+        keep: list[Stratum] = []
+        for s in reversed(self.p.strata):
+            if not needed.intersection(s.relations):
+                continue
+            keep.append(s)
+            for r in s.rules:
+                needed.update(atom.rel for atom, _ in all_atoms(r))
+        return keep[::-1]
 
     def fetch(self, rel: str) -> list[tuple]:
         ref = self.refs[rel]

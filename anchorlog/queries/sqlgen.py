@@ -342,3 +342,51 @@ def bound_columns(rule: Rule, order: list[int], columns: dict[str, list[str]]) -
                 if key:
                     need.append((lit.atom.rel, key))
     return need
+
+
+def probe_columns(rule: Rule, columns: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(relation, columns) probed by the correlated subqueries of `rule`: each negated atom by its non-`_`
+    columns, each atom of an aggregate body by the columns bound outside it or by the aggregate's earlier
+    atoms. Without an index on them every probe scans the relation, which makes a stratum quadratic."""
+    from .analysis import aggregates_in
+
+    need: list[tuple[str, tuple[str, ...]]] = []
+
+    def add(atom: Atom, bound: set[str], negated: bool) -> None:
+        cols = columns.get(atom.rel)
+        if not cols:
+            return
+        key = tuple(
+            c
+            for c, a in zip(cols, atom.args)
+            if not isinstance(a, Wildcard)
+            and (negated or isinstance(a, Const) or (isinstance(a, Var) and a.name in bound))
+        )
+        if key:
+            need.append((atom.rel, key))
+
+    def terms(lits: list[Literal]) -> list[Term]:
+        out: list[Term] = []
+        for lit in lits:
+            if isinstance(lit, Atom):
+                out.extend(lit.args)
+            elif isinstance(lit, Compare):
+                out.extend((lit.left, lit.right))
+        return out
+
+    def walk(lits: list[Literal], outer: set[str], extra_terms: list[Term]) -> None:
+        bound = set(outer) | {v.name for lit in lits if isinstance(lit, Atom) for a in lit.args for v in term_vars(a)}
+        for lit in lits:
+            if isinstance(lit, Negation):
+                add(lit.atom, bound, True)
+        for t in terms(lits) + extra_terms:
+            for agg in aggregates_in(t):
+                inner = set(bound)
+                for lit in agg.body:
+                    if isinstance(lit, Atom):
+                        add(lit, inner, False)
+                        inner |= {v.name for a in lit.args for v in term_vars(a)}
+                walk(agg.body, bound, [])
+
+    walk(rule.body, set(), list(rule.head.args))
+    return need
