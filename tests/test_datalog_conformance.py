@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from datalog_conformance import YamlTestRunner, discover_yaml_tests, get_tests_dir
+import yaml
+from datalog_conformance import YamlTestRunner, get_tests_dir
+from datalog_conformance.plugin import _load_multi_case_file
+from datalog_conformance.schema import TestCase
 
 from anchorlog.queries.conformance import DuckDBEvaluator, PyDatalogEvaluator, SQLiteEvaluator, SQLiteSemiNaiveEvaluator
 
@@ -23,17 +26,44 @@ EXCLUDED_FILES = {
 HEAVY_FILES = {"recursion/souffle_example_hmmer", "recursion/souffle_example_lubm"}
 
 # pyDatalog cannot express these programs or evaluates them differently (see docs/rules.md).
-PYDATALOG_SHORT: dict[str, str] = {}
+PYDATALOG_SHORT: dict[str, str] = {
+    "negation/souffle_evaluation_access1::souffle_access1_High": "pyDatalog returns no High tuples at all "
+    "(the SQL backends return the expected 600+); wrong result, cause inside pyDatalog not investigated",
+    "recursion/souffle_example_clique": "pyDatalog does not finish within the per-case timeout (non-linear "
+    "recursion over the clique graph; the SQL backends take well under a second)",
+    "recursion/souffle_example_cliquer": "pyDatalog does not finish within the per-case timeout (non-linear "
+    "recursion over the clique graph; the SQL backends take well under a second)",
+}
+PYDATALOG_TIMEOUT = 5.0  # seconds per case (a forked process); slower cases are listed above
+
+
+def _load_file(path):
+    """Cases of one suite file. The package's own discovery parses every bundled YAML file (41 MB, the
+    defeasible suites we do not run included) with the pure-Python loader, which took minutes; we read only
+    our four suites, with libyaml when available."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    raw = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    if raw is None:
+        return []
+    if isinstance(raw, dict) and "tests" in raw:
+        return _load_multi_case_file(raw, path)
+    return [TestCase.from_dict(raw)]
 
 
 def _cases():
     root = get_tests_dir()
+    heavy = bool(os.environ.get("ANCHORLOG_HEAVY_CONFORMANCE"))
     out = []
-    for path, case in discover_yaml_tests():
-        rel = path.relative_to(root).with_suffix("").as_posix()
-        if rel.split("/")[0] not in SUITES or case.program is None:
-            continue
-        out.append(pytest.param(rel, case, id=f"{rel}::{case.name}"))
+    for suite in SUITES:
+        for path in sorted((root / suite).rglob("*.yaml")):
+            rel = path.relative_to(root).with_suffix("").as_posix()
+            if rel in HEAVY_FILES and not heavy:
+                # not even parsed (megabytes of facts): one skipped entry per file keeps it visible
+                out.append(pytest.param(rel, None, id=f"{rel}::*"))
+                continue
+            for case in _load_file(path):
+                if case.program is not None:
+                    out.append(pytest.param(rel, case, id=f"{rel}::{case.name}"))
     return out
 
 
@@ -70,4 +100,4 @@ def test_duckdb(rel, case):
 
 @pytest.mark.parametrize(("rel", "case"), CASES)
 def test_pydatalog(rel, case):
-    _check(PyDatalogEvaluator(), rel, case, PYDATALOG_SHORT)
+    _check(PyDatalogEvaluator(timeout=PYDATALOG_TIMEOUT), rel, case, PYDATALOG_SHORT)
