@@ -345,3 +345,19 @@ def test_datalog_cell_magic(edges, capsys):
         assert "error: <cell>:1:12" in capsys.readouterr().out
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_pydatalog_negation_of_an_empty_relation_is_true():
+    # regression: pyDatalog failed every `~p(...)` literal whose predicate had no fact and no rule
+    prog = Program.from_text(
+        """
+        .decl a(x: symbol)
+        .decl b(x: symbol)
+        .decl c(x: symbol)
+        .output c
+        a("x").
+        c(X) :- a(X), !b(X).
+        """
+    )
+    for engine in ("sqlite", "pydatalog"):
+        assert prog.run(None, engine=engine).rows("c") == [("x",)], engine

@@ -341,6 +341,13 @@ def _evaluate(program: Program, inputs: dict[str, list[tuple]], wanted: list[str
             p = pred(rel)
             for row in rows:
                 pyDatalog.assert_fact(p, *(row if row else (1,)))
+        # pyDatalog fails every negated literal over a predicate it has never seen (no fact, no clause yet):
+        # make each still-empty relation known by asserting and retracting one placeholder row.
+        for rel, n in program.arity.items():
+            if not inputs.get(rel):
+                placeholder = tuple(f"__anchorlog_none_{i}" for i in range(n)) or (1,)
+                pyDatalog.assert_fact(pred(rel), *placeholder)
+                pyDatalog.retract_fact(pred(rel), *placeholder)
         try:
             pyDatalog.load("\n".join(clauses))
         except Exception as e:  # noqa: BLE001 - pyDatalog raises bare exceptions for what it cannot parse
