@@ -72,7 +72,23 @@ def programs(draw) -> str:
 facts = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=14)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _negates_recursive_relation(text: str) -> bool:
+    """True when an aggregate or negation reads a relation that has a self-recursive rule. pyDatalog resolves
+    negation (and our count-of-nothing branch, which is a negation) top-down and may see such a relation
+    incomplete: a known pyDatalog shortfall listed in docs/rules.md, so only the SQL backends are compared."""
+    recursive = {
+        line.split("(", 1)[0] for line in text.splitlines() if f"{line.split('(', 1)[0]}(" in line.split(":-", 1)[-1]
+    }
+    for line in text.splitlines():
+        body = line.split(":-", 1)[-1]
+        for rel in recursive:
+            if f"!{rel}(" in body or (": {" in body and f"{rel}(" in body.split(": {", 1)[1]):
+                return True
+    return False
+
+
+# derandomize: CI must not depend on which random programs a run happens to draw
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(text=programs(), e=facts, f=facts)
 def test_backends_agree_on_random_stratified_programs(text, e, f):
     prog = Program.from_text(
@@ -80,7 +96,16 @@ def test_backends_agree_on_random_stratified_programs(text, e, f):
     )
     extra = {"e": e, "f": f}
     reference = prog.run(None, engine="sqlite", extra=extra)
-    for engine, options in (("sqlite", {"recursive_cte": False}), ("duckdb", {}), ("pydatalog", {})):
+    engines = [("sqlite", {"recursive_cte": False}), ("duckdb", {})]
+    if not _negates_recursive_relation(text):
+        engines.append(("pydatalog", {}))
+    for engine, options in engines:
         other = prog.run(None, engine=engine, extra=extra, **options)
         for rel in reference.relations:
             assert reference.set(rel) == other.set(rel), f"{engine} differs on {rel}\n{text}"
+
+
+def test_pydatalog_shortfall_on_aggregates_over_recursive_relations_is_detected():
+    text = "p1(X, Y) :- e(X, 0), e(Y, _).\np1(X, Y) :- p1(Y, X).\np3(X, Y) :- e(X, _), Y = count : { p1(X, _) }."
+    assert _negates_recursive_relation(text)
+    assert not _negates_recursive_relation("p0(X, Y) :- e(X, Y).\np1(X, Y) :- e(X, _), Y = count : { p0(X, _) }.")
