@@ -6,9 +6,6 @@ Formerly ``anchorlog/analysis/layout_conflict/refmap.py``. The package computes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NamedTuple
-
 from anchorlog.analysis.layout_conflict._ge import (
     PARENT_NODE_INDEX,
     REF_VAR_SRC_VAR_NAME,
@@ -20,48 +17,13 @@ from anchorlog.analysis.layout_conflict._ge import (
     n_in,
     n_out,
 )
+
+# The anchor and table types are the package's own (the oracle differs only in how it fills the table).
+from anchorlog.analysis.layout_conflict.refmap import AnchorRef, SymbolTable, anchor_name  # noqa: E402,F401
 from anchorlog.analysis.order import ge_all_nodes
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex, ref_from_input
-
-
-class AnchorRef(NamedTuple):
-    """One data anchor (``NodeIndexIO``): ``io`` is ``"in"`` or ``"out"``."""
-
-    node: Node
-    io: str
-    idx: int
-
-    @property
-    def name(self) -> str:
-        """GE's anchor name string ``<node>_in_<k>`` / ``<node>_out_<k>``."""
-        return f"{self.node.name}_{self.io}_{self.idx}"
-
-    @property
-    def is_in(self) -> bool:
-        return self.io == "in"
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-def anchor_name(node: str, io: str, idx: int) -> str:
-    return f"{node}_{io}_{idx}"
-
-
-@dataclass
-class SymbolTable:
-    """``AnchorToSymbol`` (anchor name -> symbol) and ``SymbolToAnchors`` (symbol -> ordered anchors)."""
-
-    a2s: dict[str, str] = field(default_factory=dict)
-    s2a: dict[str, list[AnchorRef]] = field(default_factory=dict)
-
-    def symbol_of(self, a: AnchorRef | str) -> str | None:
-        return self.a2s.get(a if isinstance(a, str) else a.name)
-
-    def anchors(self, symbol: str) -> list[AnchorRef]:
-        return self.s2a.get(symbol, [])
 
 
 class _Mapper:
