@@ -300,6 +300,7 @@ class SQLEvaluation:
     # -- setup ---------------------------------------------------------------------------------------------
     def setup(self) -> None:
         self._indexed: set = set()
+        self._sizes: dict[str, int] = {}
         if self.engine == "duckdb" and not self.dry_run:
             try:
                 import duckdb
@@ -436,6 +437,8 @@ class SQLEvaluation:
             self.eval_cte(s, rules)
         else:
             self.eval_seminaive(s, rules)
+        for rel in s.relations:
+            self._sizes.pop(rel, None)
 
     def _union_insert(self, rel: str, selects: list[str], dedup: bool) -> None:
         target = self.refs[rel].sql
@@ -453,15 +456,41 @@ class SQLEvaluation:
 
     def eval_nonrecursive(self, rel: str, rules: list) -> None:
         cols = self.refs[rel].columns
-        selects = [self.compiler.select(r, cols) for r in rules]
+        selects = [self.planned_select(r, cols) for r in rules]
         self._union_insert(rel, selects, self._seeded(rel))
+
+    # -- join order from relation sizes (SQLite) -----------------------------------------------------------
+    def relation_size(self, rel: str) -> int:
+        """Row count of a relation's current table (cached until the relation's stratum writes it)."""
+        if rel not in self._sizes:
+            self._sizes[rel] = self.conn.execute(f"SELECT count(*) FROM {self.refs[rel].sql}").fetchone()[0]
+        return self._sizes[rel]
+
+    def planned_select(self, r: Any, cols: list[str]) -> str:
+        """SELECT for a rule evaluated once (not per delta). On SQLite the join order is forced: the atom with
+        the fewest expected rows first (constants divide its size by ten each), then the greedy order of
+        :func:`join_order`, every later atom an index lookup. SQLite's own planner has no statistics for the
+        work tables and, guessing, may scan a large table per row of another: quadratic on big graphs."""
+        atoms = [i for i, lit in enumerate(r.body) if isinstance(lit, Atom)]
+        if self.engine != "sqlite" or self.dry_run or len(atoms) < 2:
+            return self.compiler.select(r, cols)
+
+        def expected_rows(i: int) -> float:
+            atom = r.body[i]
+            consts = sum(1 for a in atom.args if isinstance(a, Const))
+            return self.relation_size(atom.rel) / (10**consts)
+
+        first = min(atoms, key=lambda i: (expected_rows(i), atoms.index(i)))
+        order = join_order(r, first)
+        self.ensure_lookup_indexes(bound_columns(r, order, self.columns_for_index()))
+        return self.compiler.select(r, cols, None, order, forced=True)
 
     def eval_cte(self, s: Stratum, rules: list) -> None:
         rel = s.relations[0]
         target = self.refs[rel].sql
         cols = self.refs[rel].columns
         cte = quote(f"_al{self.run_id}_rec_{rel}")
-        base = [self.compiler.select(r, cols) for r, rec in rules if not rec]
+        base = [self.planned_select(r, cols) for r, rec in rules if not rec]
         recursive = []
         for r, rec in rules:
             if rec:
@@ -513,9 +542,7 @@ class SQLEvaluation:
     def _initial_round(self, members: list[str], rules: list, delta: dict[str, str]) -> None:
         """The non-recursive rules; then everything known so far is the first delta."""
         for rel in members:
-            base = [
-                self.compiler.select(r, self.refs[rel].columns) for r, rec in rules if not rec and r.head.rel == rel
-            ]
+            base = [self.planned_select(r, self.refs[rel].columns) for r, rec in rules if not rec and r.head.rel == rel]
             if base:
                 self._union_insert(rel, base, self._seeded(rel))
             self.exe(f"INSERT INTO {delta[rel]} SELECT * FROM {self.refs[rel].sql}")
