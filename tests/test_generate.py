@@ -259,3 +259,19 @@ def test_any_configuration_is_valid(layers, seed, tp, partition_every, with_if, 
             for i, a in enumerate(n.inputs):
                 src = g.nodes[a[0]].output_desc[a[1]]
                 assert (src.dtype, src.shape) == (n.input_desc[i].dtype, n.input_desc[i].shape)
+
+
+def test_generate_checks_the_output_path_before_generating(tmp_path, monkeypatch):
+    """A bad output path (unknown suffix, missing directory) is refused before the (possibly long) generation
+    starts, and nothing is written."""
+    from anchorlog.errors import InputError
+    from anchorlog.facts import generate as gen
+
+    calls = []
+    monkeypatch.setattr(gen, "generate_transformer", lambda *a, **k: calls.append(1))
+    with pytest.raises(InputError, match="suffix|ONNX|\\.pbtxt"):
+        _run_cli(["generate", "transformer", "--layers", "1", "-o", str(tmp_path / "x.csv")])
+    with pytest.raises(InputError, match="does not exist"):
+        _run_cli(["generate", "transformer", "--layers", "1", "-o", str(tmp_path / "no" / "x.pbtxt")])
+    assert calls == []
+    assert list(tmp_path.iterdir()) == []

@@ -55,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from anchorlog.facts import ge_io
-    from anchorlog.facts.generate import generate_transformer
+    from anchorlog.facts import generate as gen
+    from anchorlog.fileutil import check_writable, model_output_kind
 
     if args.layers is None:
         args.layers = 2
@@ -67,8 +68,11 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("--tensor-move-share must be in [0, 1)")
     if args.no_tensor_moves and args.tensor_move_share > 0:
         raise OptionError("--no-tensor-moves and --tensor-move-share exclude each other")
+    # a bad output path is reported before a generation that may take seconds
+    model_output_kind(args.output)
+    check_writable(args.output)
     try:
-        model = generate_transformer(
+        model = gen.generate_transformer(
             args.layers if args.nodes is None else None,
             args.seed,
             nodes=args.nodes,
