@@ -4,6 +4,7 @@ every relation agrees with the IR it came from, and the SQLite tables equal the 
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 import pytest
@@ -131,11 +132,32 @@ def test_real_graph_facts_agree_with_ir(path):
     model = ge_io.read_model(path)
     db = FactDB.from_model(model)
     check_against_ir(model, db)
-    # every op attr and tensor attr of the dump is a fact
+    # every op attr and tensor attr of the dump is a fact; origin_format/origin_shape equal to the tensor's own
+    # format/shape are the anchor rows' origin columns instead of tensor_attr rows (docs/facts.md)
     assert db.count("node_attr") == sum(len(n.attrs) for n in model.all_nodes())
-    assert db.count("tensor_attr") == sum(
-        len(td.attrs) for n in model.all_nodes() for td in n.input_desc + n.output_desc
-    )
+    descs = [(n, io, i, td) for n in model.all_nodes() for io, tds in (("in", n.input_desc), ("out", n.output_desc))
+             for i, td in enumerate(tds)]  # fmt: skip
+    expected = {
+        (n.name, io, i, key) for n, io, i, td in descs for key, a in td.attrs.items() if not _implied_origin(td, key, a)
+    }
+    assert {(r[1], r[2], r[3], r[4]) for r in db.rows("tensor_attr")} == expected
+    assert db.count("tensor_attr") == len(expected)
+    anchors = {(r[1], "in", r[2]): r for r in db.rows("in_anchor")}
+    anchors.update({(r[1], "out", r[2]): r for r in db.rows("out_anchor")})
+    for n, io, i, td in descs:
+        row = anchors[(n.name, io, i)]
+        ofmt, oshape = (row[7], row[8]) if io == "in" else (row[6], row[7])
+        assert ofmt == td.attr("origin_format", td.layout)
+        assert json.loads(oshape) == td.attr("origin_shape", td.shape)
+
+
+def _implied_origin(td, key: str, a) -> bool:
+    """An origin attr that only repeats the descriptor's own format/shape (no tensor_attr row for it)."""
+    if key == "origin_format":
+        return a.kind == "s" and a.value == td.layout
+    if key == "origin_shape":
+        return a.kind == "list" and a.value.kind in ("i", None) and not a.value.other and a.value.items == td.shape
+    return False
 
 
 @st.composite

@@ -534,7 +534,12 @@ def _graph_rows(
     pin_rows = t["parent_in"]
     pout_rows = t["parent_out"]
 
-    for pos, node in enumerate(graph.nodes.values()):
+    if only_nodes is not None and not w_prop:
+        # no positions wanted: visit just the listed nodes (a refresh after a small edit of a big graph)
+        nodes_iter: Iterable[tuple[int, Node]] = ((-1, graph.nodes[n]) for n in sorted(only_nodes) if n in graph.nodes)
+    else:
+        nodes_iter = enumerate(graph.nodes.values())
+    for pos, node in nodes_iter:
         name = node.name
         if only_nodes is not None and name not in only_nodes:
             if all_props and w_prop:
@@ -589,10 +594,10 @@ def _graph_rows(
             n_inputs = len(inputs)
             for i, td in enumerate(in_desc):
                 tattrs = td.attrs
+                shape, ofmt, oshape = _desc_shapes(td, tattrs)
                 if w_tattr and tattrs:
-                    _tensor_attr_rows(tattr_rows, gq, name, "in", i, tattrs)
+                    _tensor_attr_rows(tattr_rows, gq, name, "in", i, tattrs, td.layout, shape)
                 if w_in:
-                    shape, ofmt, oshape = _desc_shapes(td, tattrs)
                     connected = 1 if i < n_inputs and inputs[i] is not None else 0
                     in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
             if w_in:
@@ -602,10 +607,10 @@ def _graph_rows(
         if w_out or w_tattr:
             for i, td in enumerate(out_desc):
                 tattrs = td.attrs
+                shape, ofmt, oshape = _desc_shapes(td, tattrs)
                 if w_tattr and tattrs:
-                    _tensor_attr_rows(tattr_rows, gq, name, "out", i, tattrs)
+                    _tensor_attr_rows(tattr_rows, gq, name, "out", i, tattrs, td.layout, shape)
                 if w_out:
-                    shape, ofmt, oshape = _desc_shapes(td, tattrs)
                     out_rows.append(
                         (
                             gq,
@@ -667,13 +672,36 @@ def _scalar_text(v: Any) -> str:
     return str(v)
 
 
-def _tensor_attr_rows(rows: list[tuple], gq: str, name: str, io: str, idx: int, attrs: dict[str, Attr]) -> None:
+def _tensor_attr_rows(
+    rows: list[tuple], gq: str, name: str, io: str, idx: int, attrs: dict[str, Attr], layout: str, shape: str
+) -> None:
+    """The ``tensor_attr`` rows of one descriptor (``layout``: its format, ``shape``: its shape as JSON text).
+
+    An ``origin_format`` equal to the descriptor's format, or an ``origin_shape`` (integer list) equal to its
+    shape, gives no row: the anchor row's ``origin_format``/``origin_shape`` columns hold that value, and
+    GE's dumps carry both attrs on nearly every tensor (they were 40 % of all fact rows). A differing or
+    unusual (other kind) origin attr keeps its row."""
     for key, a in attrs.items():
         kind = a.kind
         value = a.value
-        if kind != "s" and (kind != "i" or type(value) is not int):
+        if kind == "s":
+            if value == layout and key == "origin_format":
+                continue
+        elif kind != "i" or type(value) is not int:
+            if (
+                kind == "list"
+                and key == "origin_shape"
+                and value.kind in _SHAPE_LIST_KINDS
+                and not value.other
+                and _shape_json(value.items) == shape
+            ):
+                continue
             kind, value = attr_fact_value(a)
         rows.append((gq, name, io, idx, key, kind, value))
+
+
+# Element kinds of an origin_shape list that is a plain shape (None: the empty list).
+_SHAPE_LIST_KINDS = frozenset(("i", None))
 
 
 def _desc_shapes(td: TensorDesc, tattrs: dict[str, Attr]) -> tuple[str, str, str]:
@@ -774,11 +802,9 @@ class FactDB:
     """
 
     def __init__(self, path: str | os.PathLike[str] = ":memory:") -> None:
-        import sqlite_utils
-
         self.path = str(path)
         self.conn: sqlite3.Connection = sqlite3.connect(self.path)
-        self.db: sqlite_utils.Database = sqlite_utils.Database(self.conn)
+        self._sqlite_utils_db: sqlite_utils.Database | None = None
         # model name -> {IR graph name: fact graph name}
         self.models: dict[str, dict[str, str]] = {}
         # model name -> relations derived for it (all unless add_model was told otherwise)
@@ -787,6 +813,17 @@ class FactDB:
         self._speed_pragmas()
         self._create_tables()
         self._load_existing_models()
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The ``sqlite_utils.Database`` around :attr:`conn`, made on first use: importing sqlite_utils (and
+        pandas with it) right after a large model was read costs a full garbage collection over the model's
+        millions of objects (4 s at 100 k nodes), so the fact path itself never imports it."""
+        if self._sqlite_utils_db is None:
+            import sqlite_utils
+
+            self._sqlite_utils_db = sqlite_utils.Database(self.conn)
+        return self._sqlite_utils_db
 
     # -- construction ----------------------------------------------------------------------------------------
     @classmethod
@@ -924,7 +961,14 @@ class FactDB:
         self.conn.commit()
 
     def refresh_nodes(
-        self, graph: Graph | str, nodes: Iterable[str], model: Model | None = None, name: str | None = None
+        self,
+        graph: Graph | str,
+        nodes: Iterable[str],
+        model: Model | None = None,
+        name: str | None = None,
+        *,
+        positions: bool = True,
+        index: _ModelIndex | None = None,
     ) -> None:
         """Re-derive the rows of some nodes of one graph after they were edited, inserted or removed.
 
@@ -933,7 +977,13 @@ class FactDB:
         when the consumers of a node changed, list the consumers. When nodes were added or removed every
         ``node_prop`` row of the graph is re-derived (positions shift). Much cheaper than
         :meth:`refresh_graph` on a big graph; an edit that creates or re-parents subgraphs falls back to
-        :meth:`replace_model`."""
+        :meth:`replace_model`.
+
+        ``positions=False`` (a pass refreshing after each of many small deletions): the cost stays proportional
+        to ``nodes`` -- ``node_prop`` rows of removed nodes are dropped, those of the others are left as they
+        were (positions and anchor counts are then stale until a refresh of the same nodes with
+        ``positions=True``; the caller owes that refresh). Adding nodes still re-derives every position.
+        ``index``: a :class:`ModelIndex` of ``model`` to reuse (valid while no subgraph is added or removed)."""
         if isinstance(graph, Graph):
             model = model or graph.model
             gname = graph.name
@@ -970,6 +1020,7 @@ class FactDB:
                     self.replace_model(model, mname)
                     return
         structural = bool(removed) or bool(present - in_db)
+        positions = positions or bool(present - in_db)  # a new node needs its position
         per_node = {
             "node": "name",
             "node_attr": "node",
@@ -981,7 +1032,7 @@ class FactDB:
             "data_edge": "dst",
             "ctrl_edge": "dst",
         }
-        if not structural:
+        if not structural and positions:
             per_node["node_prop"] = "node"
         for chunk in _chunks(sorted(names)):
             marks = ", ".join("?" for _ in chunk)
@@ -993,15 +1044,21 @@ class FactDB:
             marks = ", ".join("?" for _ in chunk)
             c.execute(f"DELETE FROM data_edge WHERE graph = ? AND src IN ({marks})", [gq, *chunk])
             c.execute(f"DELETE FROM ctrl_edge WHERE graph = ? AND src IN ({marks})", [gq, *chunk])
-        if structural:
+        if structural and positions:
             c.execute("DELETE FROM node_prop WHERE graph = ?", [gq])
+        if not positions:
+            for chunk in _chunks(sorted(removed)):
+                marks = ", ".join("?" for _ in chunk)
+                c.execute(f"DELETE FROM node_prop WHERE graph = ? AND node IN ({marks})", [gq, *chunk])
         want = self._model_relations.get(mname, frozenset(RELATIONS))
+        if not positions:
+            want = want - {"node_prop"}
         t = empty_tables()
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             _graph_rows(
-                _ModelIndex(model),
+                index if index is not None and index.model is model else _ModelIndex(model),
                 g,
                 mname,
                 qual,
@@ -1009,7 +1066,7 @@ class FactDB:
                 is_root=g is model.graphs[0],
                 want=want,
                 only_nodes=present,
-                all_props=structural,
+                all_props=structural and positions,
             )
         finally:
             if gc_was_enabled:
