@@ -25,6 +25,7 @@ has id 0) and zero values are not written.
 
 from __future__ import annotations
 
+import codecs
 import gc
 import json
 import math
@@ -114,11 +115,22 @@ _SIMPLE_ESC = {"n": b"\n", "t": b"\t", "r": b"\r", '"': b'"', "'": b"'", "\\": b
                "f": b"\f", "v": b"\v", "?": b"?"}  # fmt: skip
 
 
+_PRINTER_ESCAPES = re.compile(r"(?:[^\\]|\\(?:[0-3][0-7][0-7]|[nrt\"'\\]))*", re.S)
+
+
 def unescape(body: str) -> str | bytes:
     """Decode the inside of a text-format string literal: C escapes and octal/hex bytes. The result is a
     ``str`` when the bytes are UTF-8, else ``bytes``."""
     if "\\" not in body:
         return body
+    if _PRINTER_ESCAPES.fullmatch(body) is not None:
+        # only the escapes protobuf's printer writes (3-digit octal, \n \r \t \" \' \\): Python's C decoder
+        # reads them exactly the same (constant tensor data is full of octal bytes)
+        raw = codecs.escape_decode(body.encode("utf-8", "surrogateescape"))[0]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw
     out = bytearray()
     for m in _ESCAPE_RE.finditer(body):
         octal, hexa, u4, u8, simple, plain = m.groups()

@@ -46,7 +46,11 @@ def _validate_graph(g: Graph, graph_names: set[str], place: str | None) -> None:
     if dups:
         raise InputError(f"graph {_q(g.name)}: duplicate node name {_q(dups[0])}", place)
     nodes = g.nodes
-    for n in nodes.values():
+    # GE writes ops in topological order: when every counted edge comes from an earlier op, no cycle is
+    # possible and the full check (find_cycle) is skipped.
+    earlier: set[str] = set()
+    forward = True
+    for name, n in nodes.items():
         for i, a in enumerate(n.inputs):
             if a is None:
                 continue
@@ -69,15 +73,20 @@ def _validate_graph(g: Graph, graph_names: set[str], place: str | None) -> None:
                     f"which has {n_out} output(s)",
                     place,
                 )
+            if forward and src not in earlier and prod.type not in LOOP_BACK_TYPES:
+                forward = False
         for c in n.ctrl_inputs:
             if c not in nodes:
                 raise InputError(
                     f"graph {_q(g.name)}: node {_q(n.name)} control input refers to missing node {_q(c)}", place
                 )
+            if forward and c not in earlier:
+                forward = False
         for s in n.subgraph_names:
             if s and s not in graph_names:
                 raise InputError(f"graph {_q(g.name)}: node {_q(n.name)} names unknown subgraph {_q(s)}", place)
-    cycle = find_cycle(g)
+        earlier.add(name)
+    cycle = [] if forward else find_cycle(g)
     if cycle:
         shown = " -> ".join(cycle[:12]) + (" -> ..." if len(cycle) > 12 else f" -> {cycle[0]}")
         raise InputError(f"graph {_q(g.name)}: cycle over data/control edges: {shown}", place)
