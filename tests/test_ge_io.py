@@ -12,6 +12,7 @@ import struct
 import pytest
 from google.protobuf import text_format
 
+from anchorlog.errors import InputError
 from anchorlog.facts import ge_io
 from anchorlog.facts import ge_ir_pb2 as pb
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, Node, TensorDesc
@@ -460,3 +461,35 @@ def test_input_strings_parsed_like_ge():
     # control inputs do not take a data slot; no ":" leaves the slot unconnected; the index is read like strtol
     assert b.ctrl_inputs == ["a"]
     assert b.inputs == [("a", 0), None, None, ("a", 0)]
+
+
+def test_origin_attrs_shared_between_descriptors_keep_exact_values():
+    g = Graph("g")
+    for i, (fmt, shape) in enumerate([("ND", [2, 3]), ("ND", [2, 3]), ("NCHW", [1, 2, 3, 4])]):
+        n = Node(f"n{i}", "Relu")
+        td = TensorDesc(dtype="DT_FLOAT", shape=shape, layout=fmt)
+        td.set_attr("origin_format", fmt)
+        td.set_attr("origin_shape", shape)
+        n.output_desc.append(td)
+        g.add_node(n)
+    odd = Node("odd", "Relu")  # float lists: 0.0 and -0.0 (equal as keys) must stay distinct values
+    for v in (0.0, -0.0, 1.0):
+        td = TensorDesc(shape=[1], layout="ND")
+        td.attrs["origin_shape"] = Attr("list", AttrList("f", [v], 3))
+        odd.output_desc.append(td)
+    g.add_node(odd)
+    text = ge_io.model_to_text(Model("m", [g]))
+    back = ge_io.read_model_text(text)
+    assert canon(back) == canon(ge_io._model_from_tree(ge_io.parse_text_tree(text)))  # as the general reader
+    d0, d1, d2 = (back.root.node(f"n{i}").output_desc[0] for i in range(3))
+    assert d0.attrs["origin_shape"] is d1.attrs["origin_shape"]  # one object per distinct value
+    assert d0.attrs["origin_format"] is d1.attrs["origin_format"]
+    assert d2.attr("origin_shape") == [1, 2, 3, 4] and d2.attr("origin_format") == "NCHW"
+    d0.set_attr("origin_shape", [6])  # an edit replaces the attr: the other descriptor keeps its value
+    assert d1.attr("origin_shape") == [2, 3] and d0.attr("origin_shape") == [6]
+    floats = [td.attrs["origin_shape"].value.items[0] for td in back.root.node("odd").output_desc]
+    assert [math.copysign(1, x) for x in floats] == [1, -1, 1]
+    # an integer list written with a float element is refused as before (not taken from the shared values)
+    bad = text.replace("i: 3\n", "i: 3.0\n", 1)
+    with pytest.raises(InputError):
+        ge_io.read_model_text(bad)

@@ -861,6 +861,47 @@ def _shape_from_tree(t: Any) -> list[int]:
 _INT_ONLY = {int}
 
 
+# While a model is read: origin_format / origin_shape attr trees -> the one Attr built for each distinct value.
+# GE writes both attrs on every tensor descriptor but a large model has only a few hundred distinct values;
+# sharing them saves building about a million objects at 100 k nodes. Attrs are values (code replaces a
+# descriptor's attr, never mutates one in place), as the generator's AttrPool assumes too.
+_ORIGIN_ATTRS: dict[Any, Attr] = {}
+
+
+def _shared_origin_attr(entry: Any) -> Attr | None:
+    """The shared Attr of a printer-shaped ``origin_format`` (``s``) or ``origin_shape`` (``list``) tensor attr
+    entry tree; None for anything else (the caller reads it the general way)."""
+    if type(entry) is not list or len(entry) != 4 or entry[0] != "key" or entry[2] != "value":
+        return None
+    key = entry[1]
+    if key != "origin_shape" and key != "origin_format":
+        return None
+    value = entry[3]
+    if type(value) is not list or len(value) != 2:
+        return None
+    kind = value[0]
+    body = value[1]
+    if key == "origin_format":
+        if kind != "s" or type(body) is not str or body[-1:] <= "\x02":
+            return None
+        memo = body
+    else:
+        if kind != "list" or type(body) is not list:
+            return None
+        memo = tuple(body)
+        if float in map(type, memo):
+            return None  # 1.0 == 1 and -0.0 == 0.0: equal keys would not be equal values
+    try:
+        attr = _ORIGIN_ATTRS.get(memo)
+    except TypeError:  # a nested message in the list: not a plain shape
+        return None
+    if attr is None:
+        attr = Attr("s", body) if kind == "s" else Attr("list", _list_from_tree(body))
+        if len(_ORIGIN_ATTRS) < 100_000:
+            _ORIGIN_ATTRS[memo] = attr
+    return attr
+
+
 def _tensor_desc_from_tree(t: list) -> TensorDesc:
     dtype = "DT_UNDEFINED"
     shape: list[int] | None = None
@@ -873,6 +914,10 @@ def _tensor_desc_from_tree(t: list) -> TensorDesc:
     it = iter(t)
     for k, v in zip(it, it):
         if k == "attr":
+            attr = _shared_origin_attr(v)
+            if attr is not None:
+                attrs[v[1]] = attr
+                continue
             key, attr = _attr_entry(v, "attr")
             attrs[key] = attr
         elif k == "dtype":
@@ -1970,8 +2015,11 @@ def settle_young_objects() -> None:
 
 def read_model_text(text: str, source: str = "<text>", *, validate: bool = True) -> Model:
     """Parse a ``ge.proto.ModelDef`` in protobuf text format."""
-    with _NoGC():
-        return _read_model_text(text, source, validate)
+    try:
+        with _NoGC():
+            return _read_model_text(text, source, validate)
+    finally:
+        _ORIGIN_ATTRS.clear()  # sharing is per model
 
 
 def _read_model_text(text: str, source: str, validate: bool) -> Model:
