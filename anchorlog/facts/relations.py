@@ -533,6 +533,8 @@ def _graph_rows(
     ref_rows = t["ref_io"]
     pin_rows = t["parent_in"]
     pout_rows = t["parent_out"]
+    # origin_shape Attr (by id; readers share one per distinct value) -> (attr, JSON text, plain int list)
+    oshape_memo: dict[int, tuple[Attr, str, bool]] = {}
 
     if only_nodes is not None and not w_prop:
         # no positions wanted: visit just the listed nodes (a refresh after a small edit of a big graph)
@@ -593,10 +595,9 @@ def _graph_rows(
         if w_in or w_tattr:
             n_inputs = len(inputs)
             for i, td in enumerate(in_desc):
-                tattrs = td.attrs
-                shape, ofmt, oshape = _desc_shapes(td, tattrs)
-                if w_tattr and tattrs:
-                    _tensor_attr_rows(tattr_rows, gq, name, "in", i, tattrs, td.layout, shape)
+                shape, ofmt, oshape, no_attr_rows = _desc_facts(td, oshape_memo)
+                if w_tattr and not no_attr_rows:
+                    _tensor_attr_rows(tattr_rows, gq, name, "in", i, td.attrs, td.layout, shape)
                 if w_in:
                     connected = 1 if i < n_inputs and inputs[i] is not None else 0
                     in_rows.append((gq, name, i, connected, td.dtype, td.layout, shape, ofmt, oshape, td.size, td.name))
@@ -606,10 +607,9 @@ def _graph_rows(
                     in_rows.append((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
         if w_out or w_tattr:
             for i, td in enumerate(out_desc):
-                tattrs = td.attrs
-                shape, ofmt, oshape = _desc_shapes(td, tattrs)
-                if w_tattr and tattrs:
-                    _tensor_attr_rows(tattr_rows, gq, name, "out", i, tattrs, td.layout, shape)
+                shape, ofmt, oshape, no_attr_rows = _desc_facts(td, oshape_memo)
+                if w_tattr and not no_attr_rows:
+                    _tensor_attr_rows(tattr_rows, gq, name, "out", i, td.attrs, td.layout, shape)
                 if w_out:
                     out_rows.append(
                         (
@@ -704,23 +704,40 @@ def _tensor_attr_rows(
 _SHAPE_LIST_KINDS = frozenset(("i", None))
 
 
-def _desc_shapes(td: TensorDesc, tattrs: dict[str, Attr]) -> tuple[str, str, str]:
-    """``(shape, origin_format, origin_shape)`` columns of an anchor row (origin_* default to the tensor's)."""
+def _desc_facts(td: TensorDesc, oshape_memo: dict[int, tuple[Attr, str, bool]]) -> tuple[str, str, str, bool]:
+    """``(shape, origin_format, origin_shape, no_attr_rows)`` of a descriptor: its anchor row's columns, and
+    whether every one of its attrs is an implied origin attr (so :func:`_tensor_attr_rows` would give none).
+    ``oshape_memo``: origin_shape texts by Attr id, valid while the model is not edited (one derivation)."""
     shape = _shape_json(td.shape)
-    oshape_attr = tattrs.get("origin_shape")
-    if oshape_attr is None:
-        oshape = shape
-    elif oshape_attr.kind == "list":
-        oshape = _shape_json(oshape_attr.value.items)
+    tattrs = td.attrs
+    layout = td.layout
+    if not tattrs:
+        return shape, layout, shape, True
+    implied = 0
+    a = tattrs.get("origin_format")
+    if a is None:
+        ofmt = layout
     else:
-        oshape = _shape_json(oshape_attr.py())
-    ofmt_attr = tattrs.get("origin_format")
-    if ofmt_attr is None:
-        ofmt = td.layout
-    else:
-        v = ofmt_attr.value
+        v = a.value
         ofmt = v if type(v) is str else _scalar_text(v)
-    return shape, ofmt, oshape
+        if a.kind == "s" and v == layout:
+            implied += 1
+    a = tattrs.get("origin_shape")
+    if a is None:
+        oshape = shape
+    else:
+        known = oshape_memo.get(id(a))
+        if known is None:
+            if a.kind == "list":
+                lst = a.value
+                known = (a, _shape_json(lst.items), lst.kind in _SHAPE_LIST_KINDS and not lst.other)
+            else:
+                known = (a, _shape_json(a.py()), False)
+            oshape_memo[id(a)] = known  # the tuple holds the Attr: its id stays unique meanwhile
+        oshape = known[1]
+        if known[2] and oshape == shape:
+            implied += 1
+    return shape, ofmt, oshape, implied == len(tattrs)
 
 
 def tables_from_model(
