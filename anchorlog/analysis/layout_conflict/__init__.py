@@ -191,7 +191,7 @@ def run(model: Model, ctx: PassContext) -> dict[str, Any]:
     topological_sorting(model)
     records: list[dict[str, Any]] = []
     for g in tops:
-        records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer))
+        records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer, ctx))
     if records:  # GE sorts again here; without insertions the order and ids are unchanged
         topological_sorting(model)
     graphs = [_process(model, g, opts, namer, records, ctx) for g in tops]

@@ -54,10 +54,11 @@ def netoutput_of(g: Graph) -> Node:
     raise PassFailure(f"subgraph {g.name} has no NetOutput", g.name)
 
 
-def check_one_subgraph(model: Model, sg: Graph, index: _ModelIndex) -> list[Conflict]:
-    """``CheckOneSubGraphConflict``: branch outputs that must not alias what they alias."""
+def check_one_subgraph(model: Model, sg: Graph, index: _ModelIndex, ctx: Any = None) -> list[Conflict]:
+    """``CheckOneSubGraphConflict``: branch outputs that must not alias what they alias. ``ctx``: the pass
+    context whose shared fact database the branch's symbol table is computed on (default: a private one)."""
     net = netoutput_of(sg)
-    table = get_ref_mapping(model, sg, index)
+    table = get_ref_mapping(model, sg, index, ctx=ctx)
     seen: set[str] = set()
     found: list[Conflict] = []
     for k in range(n_in(net)):
@@ -110,7 +111,7 @@ def while_body_data_to_netoutput(model: Model, body: Graph) -> tuple[list[Node],
     return changed, bypass
 
 
-def while_needs_output_identity(model: Model, body: Graph, index: _ModelIndex) -> tuple[bool, str]:
+def while_needs_output_identity(model: Model, body: Graph, index: _ModelIndex, ctx: Any = None) -> tuple[bool, str]:
     """``IsWhileNeedInsertIdentityAtOutput`` with the reason."""
     net = netoutput_of(body)
     if n_in(net) != 1:
@@ -123,7 +124,7 @@ def while_needs_output_identity(model: Model, body: Graph, index: _ModelIndex) -
     peer = producer(net, 0)
     if peer is None:
         raise PassFailure(f"while body {body.name} NetOutput input 0 is not connected", net.name)
-    table = get_ref_mapping(model, body, index)
+    table = get_ref_mapping(model, body, index, ctx=ctx)
     if len(table.s2a) == 2:
         return True, "body has exactly one inner node (2 symbols)"
     s = table.a2s.get(peer.name)
@@ -142,14 +143,14 @@ def _first_consumers(changed: list[Node]) -> list[Conflict]:
     ]
 
 
-def check_while(model: Model, w: Node, index: _ModelIndex) -> tuple[list[Conflict], list[Node]]:
+def check_while(model: Model, w: Node, index: _ModelIndex, ctx: Any = None) -> tuple[list[Conflict], list[Node]]:
     """``CheckWhileConflict``: (output-Identity anchors, body Data nodes needing an input Identity)."""
     body = subgraph(model, w, 1)
     if body is None:
         raise PassFailure(f"While {w.name} has no body subgraph (index 1)", w.name)
     changed, bypass = while_body_data_to_netoutput(model, body)
     net = netoutput_of(body)
-    need, why = while_needs_output_identity(model, body, index)
+    need, why = while_needs_output_identity(model, body, index, ctx)
     outs: list[Conflict] = []
     if need:
         for k in range(n_in(net)):
@@ -181,8 +182,12 @@ def _solve_nodes(
     )
 
 
-def solve_ctrl_node_subgraph_conflict(model: Model, static_graph: Graph, namer: IdentityNamer) -> list[dict[str, Any]]:
-    """``SolveCtrlNodeSubGraphConflict`` over ``GetAllNodes(static_graph)`` (a snapshot)."""
+def solve_ctrl_node_subgraph_conflict(
+    model: Model, static_graph: Graph, namer: IdentityNamer, ctx: Any = None
+) -> list[dict[str, Any]]:
+    """``SolveCtrlNodeSubGraphConflict`` over ``GetAllNodes(static_graph)`` (a snapshot). ``ctx``: the pass
+    context (its shared fact database serves every branch's symbol table, kept in step with the Identities
+    inserted here)."""
     records: list[dict[str, Any]] = []
     index = _ModelIndex(model)
     for node in all_nodes(model, static_graph):
@@ -193,10 +198,10 @@ def solve_ctrl_node_subgraph_conflict(model: Model, static_graph: Graph, namer: 
                 if sg is None:
                     raise PassFailure(f"{node.type} {node.name} has no subgraph {i}", node.name)
                 _solve_nodes(
-                    sg, check_one_subgraph(model, sg, index), namer, f"{node.type} {node.name} branch {i}", records
+                    sg, check_one_subgraph(model, sg, index, ctx), namer, f"{node.type} {node.name} branch {i}", records
                 )
         elif node.type in WHILE_TYPES:
-            outs, changed = check_while(model, node, index)
+            outs, changed = check_while(model, node, index, ctx)
             body = subgraph(model, node, 1)
             assert body is not None
             _solve_nodes(body, outs, namer, f"While {node.name} body outputs", records)
@@ -206,7 +211,7 @@ def solve_ctrl_node_subgraph_conflict(model: Model, static_graph: Graph, namer: 
     return records
 
 
-def ctrl_node_subgraph_has_conflict(model: Model, g: Graph) -> bool:
+def ctrl_node_subgraph_has_conflict(model: Model, g: Graph, ctx: Any = None) -> bool:
     """``IsCtrlNodeSubgraphExistMemConflictSymbol``: any If/Case/While of ``g`` would get an Identity."""
     index = _ModelIndex(model)
     for node in all_nodes(model, g):
@@ -214,16 +219,16 @@ def ctrl_node_subgraph_has_conflict(model: Model, g: Graph) -> bool:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
             for i in range(count):
                 sg = subgraph(model, node, i)
-                if sg is not None and check_one_subgraph(model, sg, index):
+                if sg is not None and check_one_subgraph(model, sg, index, ctx):
                     return True
         elif node.type in WHILE_TYPES:
-            outs, ins = check_while(model, node, index)
+            outs, ins = check_while(model, node, index, ctx)
             if outs or ins:
                 return True
     return False
 
 
-def ctrl_node_conflicts(model: Model, g: Graph) -> list[Conflict]:
+def ctrl_node_conflicts(model: Model, g: Graph, ctx: Any = None) -> list[Conflict]:
     """Every anchor the control-node step would give an Identity (If/Case branch outputs, While body outputs
     and the first consumer of each index-changing body Data), with the reason; nothing is inserted."""
     index = _ModelIndex(model)
@@ -234,9 +239,9 @@ def ctrl_node_conflicts(model: Model, g: Graph) -> list[Conflict]:
             for i in range(count):
                 sg = subgraph(model, node, i)
                 if sg is not None:
-                    found.extend(check_one_subgraph(model, sg, index))
+                    found.extend(check_one_subgraph(model, sg, index, ctx))
         elif node.type in WHILE_TYPES:
-            outs, changed = check_while(model, node, index)
+            outs, changed = check_while(model, node, index, ctx)
             found.extend(outs)
             found.extend(_first_consumers(changed))
     return found

@@ -62,7 +62,10 @@ def get_ref_mapping(
     ``index`` is accepted for the callers' convenience and not needed."""
     from anchorlog.analysis.symbols import symbol_table_rules
 
-    st = symbol_table_rules(model, graph, ctx=ctx, db=db)
+    # The pass context's engine (SQLite by default): since the engine forces a size-guided join order, SQLite
+    # evaluates symbols.dl linearly and avoids copying the fact tables into DuckDB ("auto" would above 3000 nodes).
+    engine = getattr(ctx, "engine", "sqlite") if ctx is not None else "auto"
+    st = symbol_table_rules(model, graph, ctx=ctx, db=db, engine=engine if engine in ("sqlite", "duckdb") else "auto")
     graphs = {g.name: g for g in model.graphs}
     refs: dict[tuple, AnchorRef] = {}
 
