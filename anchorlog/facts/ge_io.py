@@ -902,6 +902,10 @@ def _shared_origin_attr(entry: Any) -> Attr | None:
     return attr
 
 
+# A DataType identifier as the fast text path leaves it ("DT_FLOAT\x01") -> its name.
+_DTYPE_IDENT = {n + "\x01": n for n in DATA_TYPES}
+
+
 def _tensor_desc_from_tree(t: list) -> TensorDesc:
     dtype = "DT_UNDEFINED"
     shape: list[int] | None = None
@@ -921,17 +925,17 @@ def _tensor_desc_from_tree(t: list) -> TensorDesc:
             key, attr = _attr_entry(v, "attr")
             attrs[key] = attr
         elif k == "dtype":
-            if type(v) is str and v[-1:] == "\x01" and v[:-1] in DTYPE_NUM:
-                dtype = v[:-1]
+            if type(v) is str and v in _DTYPE_IDENT:
+                dtype = _DTYPE_IDENT[v]
             else:
                 dtype = _dtype_name(_as_enum(v, k, DTYPE_NUM, DATA_TYPES))
         elif k == "shape":
             dims = _shape_from_tree(v)
             shape = dims if shape is None else shape + dims  # a repeated singular message merges
         elif k == "layout":
-            layout = _as_str(v, k)
+            layout = v if type(v) is str and v[-1:] > "\x02" else _as_str(v, k)
         elif k == "size":
-            size = _as_int(v, k)
+            size = v if type(v) is int else _as_int(v, k)
         elif k == "name":
             name = _as_str(v, k)
         elif k == "reuse_input":
@@ -962,13 +966,13 @@ def _node_from_tree(t: list) -> Node:
         elif k == "output_desc":
             node.output_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
         elif k == "input":
-            raw_inputs.append(_as_str(v, k))
+            raw_inputs.append(v if type(v) is str and v[-1:] > "\x02" else _as_str(v, k))
         elif k == "name":
             node.name = _as_str(v, k)
         elif k == "type":
             node.type = _as_str(v, k)
         elif k == "id":
-            node.id = _as_int(v, k)
+            node.id = v if type(v) is int else _as_int(v, k)
         elif k == "stream_id":
             node.stream_id = _as_int(v, k)
         elif k == "subgraph_name":
