@@ -1,11 +1,15 @@
 """Semantic read/write conflicts — GE ``HandleMemoryRWConflict`` (``mem_rw_conflict_optimize.cc``, reference §2).
 
-Every input anchor gets an input RW type (kReadOnly / kWriteable / kScopeWriteable) and every output anchor
-an output RW type (kReadOnlyConst / kReadOnly / kSoftRead / kWriteable); for each producer -> consumer edge
-the decision matrix (§2.7) says whether an Identity must separate them. ``queries/rw_types.dl`` states the
-types and the matrix as rules over the fact database; this module runs GE's procedure on the graph (the
-order-dependent parts: subgraph marking inner -> outer with its Identity insertions, Identity split/removal,
-the "last scope-write consumer may keep the buffer" skip) and reports every decision with its reason.
+Every input anchor has an input RW type (kReadOnly / kWriteable / kScopeWriteable) and every output anchor an
+output RW type (kReadOnlyConst / kReadOnly / kSoftRead / kWriteable); for each producer -> consumer edge the
+decision matrix (§2.7) says whether an Identity must separate them. ALL of these facts come from the rules of
+``queries/rw_types.dl`` (relations ``rwc_*`` / ``rwd_*``: the types of the anchors that matter, the conflict
+candidates with their matrix cell, the last-scope-write chains, the subgraph NetOutputs needing an Identity,
+what keeps or removes an existing Identity), evaluated over the pipeline's shared fact database
+(:func:`anchorlog.analysis.fact_cache.shared_facts`). This module only applies them in GE's order (subgraph
+marking inner -> outer, then the ``GetAllNodes`` walk: Identity split, Identity removal, Identity insertion) and
+re-evaluates the rules when an edit landed where the next decision's facts come from. The exact Python replay
+of GE's type functions lives in ``tests/oracles/rw_replay.py`` as the oracle the rules are tested against.
 
 API for other passes::
 
@@ -18,9 +22,9 @@ API for other passes::
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,7 @@ from anchorlog.analysis.registry import PassContext, register
 from anchorlog.analysis.symbols import all_nodes, out_anchor_count
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
-from anchorlog.facts.relations import _ModelIndex, io_names
+from anchorlog.facts.relations import INPUT_NAME_KEY, OUTPUT_NAME_KEY, io_names
 
 RW_TYPES_DL = Path(__file__).resolve().parent.parent / "queries" / "rw_types.dl"
 
@@ -44,7 +48,8 @@ OUT_CONST, OUT_RO, OUT_SOFT, OUT_W, OUT_INVALID = (
 )
 DO_NOTHING, WRONG_GRAPH, INSERT_IDENTITY = "DO_NOTHING", "WRONG_GRAPH", "INSERT_IDENTITY"
 
-# GE GetConflictResultBetweenNode (§2.7): output type -> input type -> result
+# GE GetConflictResultBetweenNode (§2.7): output type -> input type -> result. The pass reads the matrix from the
+# rules (relation rw_matrix); this table is the same matrix for callers holding two types (and tests).
 MATRIX: dict[str, dict[str, str]] = {
     OUT_CONST: {IN_RO: DO_NOTHING, IN_W: INSERT_IDENTITY, IN_SW: INSERT_IDENTITY},
     OUT_RO: {IN_RO: DO_NOTHING, IN_W: DO_NOTHING, IN_SW: INSERT_IDENTITY},
@@ -149,295 +154,305 @@ class Decision:
         return d
 
 
-@dataclass
-class RWTypes:
-    """GE's RW-type machinery over one model: ref tables, subgraph caches, the type functions (§2.1–2.6)."""
+# ---------------------------------------------------------------------------------------------------- the rules
+# relations of rw_types.dl the pass reads (everything it decides on)
+PASS_OUTPUTS = (
+    "rw_ref",
+    "marked_sg",
+    "rwc_sub_identity",
+    "rwc_data_error",
+    "rwc_netout_error",
+    "rwd_out_t",
+    "rwd_in_t",
+    "rwc_edge",
+    "rwc_chain",
+    "rwc_skip_ok",
+    "rwc_skip_consumer",
+    "rwc_skip_node",
+    "rwc_ident",
+    "rwc_ident_keep",
+    "rwc_remove",
+    "rwc_remove_via",
+    "rwd_cur_t0",
+    "rwd_cur_win",
+)
+_PROGRAM: Any = None
 
-    model: Model
-    refs_out2in: dict[str, dict[int, int]] = field(default_factory=dict)
-    refs_in2out: dict[str, dict[int, int]] = field(default_factory=dict)
-    node_in_types: dict[str, dict[int, str]] = field(default_factory=dict)  # subgraph Data: {0: type}
-    node_out_types: dict[str, dict[int, str]] = field(default_factory=dict)  # subgraph NetOutput: {k: type}
-    subgraph_inputs: dict[str, dict[int, Node]] = field(default_factory=dict)
-    subgraph_netoutput: dict[str, Node] = field(default_factory=dict)
-    decisions: list[Decision] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.refresh_index()
+def _program() -> Any:
+    """The parsed rule program (parsed once per process)."""
+    global _PROGRAM
+    if _PROGRAM is None:
+        from anchorlog.queries import Program
 
-    # ---------------------------------------------------------------------------------------------- plumbing
-    def refresh_index(self) -> None:
-        """Re-read graph ownership (after subgraphs were added or nodes renamed)."""
-        self.idx = _ModelIndex(self.model)
-        self._where: dict[str, tuple[Graph, Node]] = {}
-        for g in self.model.graphs:
-            for n in g.nodes.values():
-                self._where.setdefault(n.name, (g, n))
+        _PROGRAM = Program.from_file(RW_TYPES_DL)
+    return _PROGRAM
 
-    def locate(self, name: str) -> tuple[Graph, Node] | None:
-        hit = self._where.get(name)
-        if hit is not None and hit[0].nodes.get(name) is hit[1]:
-            return hit
-        for g in self.model.graphs:  # inserted since the index was built
-            n = g.nodes.get(name)
-            if n is not None:
-                self._where[name] = (g, n)
-                return g, n
+
+class RWFacts:
+    """One evaluation of ``rw_types.dl``'s pass relations, indexed for GE's walk."""
+
+    def __init__(self, res: Any) -> None:
+        self.refs = res.rows("rw_ref")
+        self.marked = {sg for sg, _pg, _pn in res.rows("marked_sg")}
+        self.sub_identity = {(sg, no, k): (s, j, why) for sg, no, k, s, j, why in res.rows("rwc_sub_identity")}
+        self.data_error = {(sg, d): why for sg, d, why in res.rows("rwc_data_error")}
+        self.netout_error: dict[tuple[str, str, int], str] = {}
+        for sg, no, k, why in sorted(res.rows("rwc_netout_error"), key=lambda r: r[3] != "has no _parent_node_index"):
+            self.netout_error.setdefault((sg, no, k), why)
+        self.out_t = {(g, n, o): (t, why) for g, n, o, t, why in res.rows("rwd_out_t")}
+        self.in_t = {(g, n, i): (t, why) for g, n, i, t, why in res.rows("rwd_in_t")}
+        self.edges: dict[tuple[str, str], dict[int, dict[tuple[str, int], tuple[str, str, str]]]] = {}
+        for g, s, o, d, i, ot, it, r in res.rows("rwc_edge"):
+            self.edges.setdefault((g, s), {}).setdefault(o, {})[(d, i)] = (ot, it, r)
+        self.chain: dict[tuple[str, str, int], set[str]] = {}
+        for g, s, o, c, _co in res.rows("rwc_chain"):
+            self.chain.setdefault((g, s, o), set()).add(c)
+        self.skip_ok = set(res.rows("rwc_skip_ok"))
+        self.skip_consumer = set(res.rows("rwc_skip_consumer"))
+        self.skip_node: dict[tuple[str, str], str] = {}
+        for g, n, why in sorted(res.rows("rwc_skip_node")):
+            self.skip_node.setdefault((g, n), why)
+        self.ident = set(res.rows("rwc_ident"))
+        self.ident_keep: dict[tuple[str, str], str] = {}
+        for g, x, why in sorted(res.rows("rwc_ident_keep")):
+            self.ident_keep.setdefault((g, x), why)
+        self.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove")}
+        self.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via")}
+        self.active: set[tuple[str, str]] = set(self.edges) | self.ident
+        self.cache_t0 = res.rows("rwd_cur_t0")
+        self.cache_in = res.rows("rwd_cur_win")
+
+    def out_type(self, g: str, n: str, o: int) -> tuple[str, str]:
+        return self.out_t.get((g, n, o), (OUT_INVALID, "no type derived (no such output)"))
+
+    def in_type(self, g: str, n: str, i: int) -> tuple[str, str]:
+        return self.in_t.get((g, n, i), (IN_INVALID, "no type derived (no such input)"))
+
+
+def _neighbourhood(graph: Graph, names: Iterable[str]) -> set[str]:
+    """The nodes an edit around ``names`` can change: themselves and their data/control neighbours."""
+    out: set[str] = set()
+    for name in names:
+        n = graph.nodes.get(name)
+        if n is None:
+            continue
+        out.add(name)
+        out.update(a[0] for a in n.inputs if a is not None)
+        out.update(n.ctrl_inputs)
+        out.update(graph.ctrl_successors(name))
+        for o in range(out_anchor_count(graph, n)):
+            out.update(c for c, _k in graph.consumers(name, o))
+    return out
+
+
+def _in_side(graph: Graph, name: str) -> tuple | None:
+    n = graph.nodes.get(name)
+    return None if n is None else (tuple(n.inputs), tuple(n.ctrl_inputs))
+
+
+def _out_side(graph: Graph, name: str) -> tuple | None:
+    n = graph.nodes.get(name)
+    if n is None:
         return None
+    cons = tuple(tuple(graph.consumers(name, o)) for o in range(out_anchor_count(graph, n)))
+    return cons, tuple(graph.ctrl_successors(name))
 
-    def graph_of(self, node: Node) -> Graph:
-        if node.graph is not None:
-            return node.graph
-        hit = self.locate(node.name)
-        if hit is None:
-            raise PassFailure(f"node {node.name} is in no graph")
-        return hit[0]
 
-    def parent_of(self, graph: Graph) -> Node | None:
-        own = self.idx.owner.get(graph.name)
-        return own[1] if own is not None else None
+class RWTypes:
+    """GE's RW-conflict state over one model, every fact from ``rw_types.dl`` (one evaluation per round over the
+    shared fact database; re-evaluated where edits landed). Keeps GE's order-dependent bookkeeping: the subgraph
+    caches frozen at marking time, the decisions, the warnings."""
 
-    def parent_graph_of(self, graph: Graph) -> Graph | None:
-        own = self.idx.owner.get(graph.name)
-        return own[0] if own is not None else None
+    def __init__(self, model: Model, ctx: PassContext | None = None) -> None:
+        self.model = model
+        # with a pipeline context the rules read its shared fact database (kept current through Graph.touched);
+        # without one a private database is used, rebuilt after this object's own edits, and Graph.touched is left
+        # alone for whoever shares facts later (e.g. the TensorMove pass after its InitRWConflictCheck)
+        self.shared = ctx is not None
+        self.ctx = ctx if ctx is not None else PassContext()
+        self._private_db: Any = None
+        self._edited = False
+        self.decisions: list[Decision] = []
+        self.warnings: list[str] = []
+        self.evaluations = 0
+        self._io_rows: list[tuple[str, str, str, int, str]] | None = None
+        self._cache: tuple[list[tuple], list[tuple]] | None = None
+        self._facts: RWFacts | None = None
+        # nodes whose inputs / consumers (data or control) changed since the last evaluation, per graph
+        self.in_changed: set[tuple[str, str]] = set()
+        self.out_changed: set[tuple[str, str]] = set()
 
-    def subgraphs(self, node: Node) -> list[Graph]:
-        return [self.idx.graph_by_name[s] for s in node.subgraph_names if s and s in self.idx.graph_by_name]
+    # ---------------------------------------------------------------------------------------------- evaluation
+    def evaluate(self, ask_out: Iterable[tuple] = (), ask_in: Iterable[tuple] = ()) -> RWFacts:
+        """Run the pass relations of ``rw_types.dl`` on the current graph (the shared fact database, refreshed
+        where edits landed). ``ask_out``/``ask_in``: further (graph, node, idx) anchors to type."""
+        from anchorlog.analysis.fact_cache import shared_facts
 
-    @staticmethod
-    def consumer_edges(graph: Graph, node: Node, out: int) -> list[tuple[str, int]]:
-        return graph.consumers(node.name, out)
-
-    # ---------------------------------------------------------------------------------------------- refs
-    def reinit(self) -> None:
-        self.refs_out2in.clear()
-        self.refs_in2out.clear()
-        self.node_in_types.clear()
-        self.node_out_types.clear()
-        self.subgraph_inputs.clear()
-        self.subgraph_netoutput.clear()
-
-    def mark_ref_relations(self) -> None:
-        """GE ``MarkRefRelations``: same-named input/output pairs are refs; such ops get attr ``reference``."""
-        for _g, n in all_nodes(self.model, sort=False):
-            ins = io_names(n, "in")
-            outs = io_names(n, "out")
-            found = False
-            for name, i in ins.items():
-                o = outs.get(name)
-                if o is None:
-                    continue
-                self.refs_out2in.setdefault(n.name, {})[o] = i
-                self.refs_in2out.setdefault(n.name, {})[i] = o
-                found = True
-            if found:
-                n.set_attr("reference", True)
-
-    # ---------------------------------------------------------------------------------------------- outputs
-    def parent_input_anchor(self, graph: Graph, data: Node) -> tuple[Graph, Node, int] | None:
-        """GE ``GetParentInputAndAnchor``: the producer (graph, node, out) of the parent's input feeding ``data``."""
-        parent = self.parent_of(graph)
-        pg = self.parent_graph_of(graph)
-        p = _int_attr(data, PARENT_NODE_INDEX)
-        if parent is None or pg is None or p is None or p >= len(parent.inputs) or parent.inputs[p] is None:
-            return None
-        src, j = parent.inputs[p]  # type: ignore[misc]
-        pn = pg.nodes.get(src)
-        return (pg, pn, j) if pn is not None else None
-
-    def single_output_type(self, graph: Graph, node: Node, i: int, _depth: int = 0) -> tuple[str, str]:
-        """GE ``GetSingleNodeOutputRWTypeByIndex`` -> (type, rule that decided it)."""
-        t = node.type
-        if t in VAR_LIKE:
-            return OUT_W, "var-like output"
-        if t in DATA_TYPES and PARENT_NODE_INDEX not in node.attrs:
-            return OUT_W, "root Data output (writeable until torchair uses RefData)"
-        if t in DATA_TYPES:
-            up = self.parent_input_anchor(graph, node)
-            if up is None or _depth > 64:
-                return OUT_INVALID, "subgraph Data without parent input"
-            pt, why = self.single_output_type(up[0], up[1], up[2], _depth + 1)
-            return pt, f"subgraph Data: as {up[1].name}:{up[2]} ({why})"
-        if i in self.refs_out2in.get(node.name, {}):
-            return OUT_W, f"ref output (output {i} named like input {self.refs_out2in[node.name][i]})"
-        if t == "FrameworkOp" and node.attr("original_type") == "RefSwitch":
-            return OUT_W, "FrameworkOp RefSwitch"
-        if t in CONST_TYPES:
-            return OUT_CONST, "constant"
-        if i >= out_anchor_count(graph, node):
-            return OUT_INVALID, "no such output"
-        if len(graph.consumers(node.name, i)) > 1:
-            return OUT_RO, "more than one consumer"
-        return OUT_SOFT, "at most one consumer"
-
-    def output_type(self, graph: Graph, node: Node, i: int, use_cache: bool = True) -> tuple[str, str]:
-        """GE ``GetOutputRWTypeByIndex`` -> (type, reason)."""
-        if node.type in WHILE_TYPES:
-            return OUT_SOFT, "While output"
-        names = [s for s in node.subgraph_names if s]
-        if not names:
-            return self.single_output_type(graph, node, i)
-        if use_cache:
-            outs = [self.subgraph_netoutput.get(s) for s in names]
+        if self._io_rows is None:
+            # op input/output names only feed the ref relations; the nodes this pass adds (Identity x -> y) have
+            # none, so the rows stay valid for the whole run
+            self._io_rows = io_name_rows(self.model)
+        extra: dict[str, list[tuple]] = {
+            "io_name": self._io_rows,
+            "rwc_ask_out": list(ask_out),
+            "rwc_ask_in": list(ask_in),
+        }
+        if self._cache is not None:
+            extra["rwc_cached"] = [(1,)]
+            extra["rwc_cache_t0"], extra["rwc_cache_in"] = self._cache
+        if self.shared:
+            db = shared_facts(self.model, self.ctx)
         else:
-            outs = []
-            for sg in self.subgraphs(node):
-                outs.extend(sg.nodes_of_type("NetOutput"))
-        t, why = OUT_SOFT, "wrapper with several subgraphs: by fan-out"
-        if len(outs) == 1 and outs[0] is not None:
-            entry = self.node_out_types.get(outs[0].name)
-            if entry is None or i not in entry:
-                return OUT_INVALID, f"subgraph NetOutput {outs[0].name} not marked"
-            t, why = entry[i], f"subgraph NetOutput {outs[0].name} input {i}"
-        if t == OUT_W:
-            return OUT_W, why
-        if i >= out_anchor_count(graph, node):
-            return OUT_INVALID, "no such output"
-        if len(graph.consumers(node.name, i)) > 1:
-            return OUT_RO, "more than one consumer"
-        return t, why
+            from anchorlog.facts.relations import FactDB
 
-    # ---------------------------------------------------------------------------------------------- inputs
-    def single_input_type(self, graph: Graph, node: Node, i: int) -> tuple[str, str]:
-        """GE ``GetSingleNodeInputRWTypeByIndex`` -> (type, reason)."""
-        if _bool(node, "_input_mutable"):
-            return IN_SW, "_input_mutable"
-        if node.type in ("PhonyConcat", "PhonySplit"):
-            return IN_RO, node.type
-        if i in self.refs_in2out.get(node.name, {}):
-            return IN_W, f"ref input (input {i} named like output {self.refs_in2out[node.name][i]})"
-        if i == 0 and node.type == "FrameworkOp" and node.attr("original_type") == "RefSwitch":
-            return IN_W, "FrameworkOp RefSwitch input 0"
-        return IN_RO, "reads only"
+            if self._private_db is None or self._edited:
+                if self._private_db is not None:
+                    self._private_db.close()
+                self._private_db = FactDB.from_model(self.model)
+                self._edited = False
+            db = self._private_db
+        res = _program().run(db, engine=self.ctx.engine, extra=extra, outputs=list(PASS_OUTPUTS))
+        self.evaluations += 1
+        self._facts = RWFacts(res)
+        self.in_changed.clear()
+        self.out_changed.clear()
+        return self._facts
 
-    def input_type(self, graph: Graph, node: Node, i: int, use_cache: bool = True) -> tuple[str, str]:
-        """GE ``GetInputRWTypeByIndex`` -> (type, reason)."""
-        if node.type in WHILE_TYPES:
-            return IN_SW, "While input"
-        if i < len(node.input_desc):
-            s = _int_attr(node.input_desc[i], "_special_input_size")
-            if s is not None and s > 0:
-                return IN_SW, "_special_input_size > 0"
-        names = [s for s in node.subgraph_names if s]
-        if not names:
-            return self.single_input_type(graph, node, i)
-        datas: list[Node] = []
-        if use_cache:
-            for s in names:
-                d = self.subgraph_inputs.get(s, {}).get(i)
-                if d is not None:
-                    datas.append(d)
-        else:
-            for sg in self.subgraphs(node):
-                d = next(
-                    (n for n in sg.nodes.values() if n.type == "Data" and _int_attr(n, PARENT_NODE_INDEX) == i), None
-                )
-                if d is not None:
-                    datas.append(d)
-        types: set[str] = set()
-        for d in datas:
-            entry = self.node_in_types.get(d.name)
-            if entry is None or 0 not in entry:
-                return IN_INVALID, f"subgraph Data {d.name} not marked"
-            types.add(entry[0])
-        t = merge_input_types(types)
-        return t, "subgraph Data " + ",".join(d.name for d in datas) if datas else "no subgraph Data"
+    def _refs_only(self) -> RWFacts:
+        """Rule ``rw_ref`` alone, over the op names (an empty fact database stands in for the rest)."""
+        from anchorlog.facts.relations import FactDB
 
-    def input_type_of(self, name: str, i: int, use_cache: bool = True) -> str:
-        hit = self.locate(name)
-        return IN_INVALID if hit is None else self.input_type(hit[0], hit[1], i, use_cache)[0]
+        if self._io_rows is None:
+            self._io_rows = io_name_rows(self.model)
+        db = FactDB.from_model(self.model, relations=["graph"])
+        try:
+            res = _program().run(db, engine="sqlite", extra={"io_name": self._io_rows}, outputs=["rw_ref"])
+            refs = res.rows("rw_ref")
+        finally:
+            db.close()
+        facts = RWFacts.__new__(RWFacts)
+        facts.refs = refs
+        return facts
 
-    def output_type_of(self, name: str, i: int, use_cache: bool = True) -> str:
-        hit = self.locate(name)
-        return OUT_INVALID if hit is None else self.output_type(hit[0], hit[1], i, use_cache)[0]
+    @property
+    def facts(self) -> RWFacts:
+        return self._facts if self._facts is not None else self.evaluate()
 
-    # ---------------------------------------------------------------------------------------------- subgraphs
-    def mark_all_subgraphs(self) -> None:
-        """GE ``MarkRWTypeForAllSubgraph``: subgraphs in reverse registration order (inner before outer),
-        skipping those owned by a While; may insert Identities in front of subgraph NetOutputs."""
-        for sg in reversed(self.model.graphs[1:]):
-            parent = self.parent_of(sg)
-            if parent is None or parent.type in WHILE_TYPES:
-                continue
-            self.mark_subgraph(sg, parent)
+    @contextmanager
+    def editing(self, graph: Graph, centers: Iterable[str]) -> Iterator[None]:
+        """Record which nodes an edit around ``centers`` changed (inputs or consumers, data or control), so the
+        walk re-evaluates the rules exactly when a later decision reads facts about one of them."""
+        centers = list(centers)
+        self._edited = True
+        around = _neighbourhood(graph, centers)
+        before = {n: (_in_side(graph, n), _out_side(graph, n)) for n in around}
+        try:
+            yield
+        finally:
+            for n in around | _neighbourhood(graph, [c for c in centers if c in graph.nodes]):
+                was = before.get(n)
+                if was is None:
+                    continue  # added by this edit: not in GE's node snapshot
+                if _in_side(graph, n) != was[0]:
+                    self.in_changed.add((graph.name, n))
+                if _out_side(graph, n) != was[1]:
+                    self.out_changed.add((graph.name, n))
 
-    def mark_subgraph(self, sg: Graph, parent: Node) -> None:
-        if sg.name in self.subgraph_inputs or sg.name in self.subgraph_netoutput:
-            raise PassFailure(f"subgraph {sg.name} marked twice", sg.name)
-        self.subgraph_inputs[sg.name] = {}
-        for n in list(sg.nodes.values()):
-            if n.type == "Data":
-                types = {
-                    self.input_type(sg, *self._consumer(sg, c), use_cache=False)[0] for c in sg.consumers(n.name, 0)
-                }
-                self.node_in_types[n.name] = {0: merge_input_types(types)}
-                p = _int_attr(n, PARENT_NODE_INDEX)
-                if p is None:
-                    raise PassFailure(f"subgraph Data {n.name} has no {PARENT_NODE_INDEX}", sg.name)
-                if p in self.subgraph_inputs[sg.name]:
-                    raise PassFailure(f"subgraph {sg.name}: two Data nodes for parent input {p}", sg.name)
-                self.subgraph_inputs[sg.name][p] = n
-            elif n.type == "NetOutput":
-                self.mark_subgraph_output(sg, n, parent)
-                self.subgraph_netoutput[sg.name] = n
-
-    @staticmethod
-    def _consumer(sg: Graph, c: tuple[str, int]) -> tuple[Node, int]:
-        return sg.nodes[c[0]], c[1]
-
-    def mark_subgraph_output(self, sg: Graph, net: Node, parent: Node) -> None:
-        entry = self.node_out_types.setdefault(net.name, {})
-        for k, src in enumerate(list(net.inputs)):
-            pidx = _int_attr(net.input_desc[k], PARENT_NODE_INDEX) if k < len(net.input_desc) else None
-            if pidx is None:
-                raise PassFailure(f"subgraph NetOutput {net.name} input {k} has no {PARENT_NODE_INDEX}", sg.name)
-            if src is None:
-                raise PassFailure(f"subgraph NetOutput {net.name} input {k} is unconnected", sg.name)
-            p = sg.nodes[src[0]]
-            t, why = self.output_type(sg, p, src[1], use_cache=False)
-            if t == OUT_W and not self.judge_optimizable_by_parent(parent, pidx):
-                ident = self.insert_after(sg, p, src[1], net, k)
-                self.decisions.append(
-                    Decision(
-                        "insert_identity",
-                        sg.name,
-                        p.name,
-                        src[1],
-                        net.name,
-                        k,
-                        t,
-                        "",
-                        INSERT_IDENTITY,
-                        f"writeable subgraph output ({why}) the parent {parent.name} cannot pass through "
-                        f"(JudgeOptimizableByParentNode false for output {pidx})",
-                        ident,
-                    )
-                )
-                t = OUT_SOFT
-            entry[k] = t
-
-    def judge_optimizable_by_parent(self, parent: Node, pidx: int) -> bool:
-        """GE ``JudgeOptimizableByParentNode`` (NetOutput inputs looked up positionally, as GE does)."""
-        pg = self.graph_of(parent)
-        if parent.type == "PartitionedCall" or pidx >= out_anchor_count(pg, parent):
+    def _stale_for(self, graph: Graph, node: Node) -> bool:
+        """Do the facts about ``node``'s decisions predate an edit they depend on?"""
+        if not self.in_changed and not self.out_changed:
+            return False
+        g, x = graph.name, node.name
+        if (g, x) in self.out_changed:  # its consumers (fan-out, which are hot, ctrl successors)
             return True
-        sgs = self.subgraphs(parent)
-        if len([s for s in parent.subgraph_names if s]) > 1:
-            for sg in sgs:
-                nets = sg.nodes_of_type("NetOutput")
-                if not nets or pidx >= len(nets[0].inputs) or nets[0].inputs[pidx] is None:
-                    break  # GE: a null along the lookup ends the helper; the consumer loop still runs
-                q, m = nets[0].inputs[pidx]  # type: ignore[misc]
-                if self.output_type(sg, sg.nodes[q], m, use_cache=False)[0] == OUT_RO:
-                    return False
-        for c, k in pg.consumers(parent.name, pidx):
-            cn = pg.nodes[c]
-            if any(cn.subgraph_names):
-                return False
-            if self.single_input_type(pg, cn, k)[0] != IN_RO:
-                return False
-        return True
+        facts = self.facts
+        if (g, x) in facts.ident:
+            if (g, x) in self.in_changed:
+                return True
+            if any(a is not None and (g, a[0]) in self.out_changed for a in node.inputs):
+                return True
+        for o in facts.edges.get((g, x), ()):
+            chain = facts.chain.get((g, x, o), set())
+            if len(chain) > 1 and any((g, c) in self.in_changed or (g, c) in self.out_changed for c in chain):
+                return True
+        return False
+
+    def current_for(self, graph: Graph, node: Node) -> RWFacts:
+        """The facts for deciding on ``node``: re-evaluated first when an earlier edit made them stale."""
+        if self._facts is None or self._stale_for(graph, node):
+            return self.evaluate()
+        return self._facts
+
+    # ---------------------------------------------------------------------------------------------- GE's init
+    def mark_ref_relations(self, facts: RWFacts) -> None:
+        """GE ``MarkRefRelations``: ops with a ref pair (rule ``rw_ref``) get attr ``reference``."""
+        for g, n in sorted({(g, n) for g, n, _o, _i in facts.refs}):
+            node = self.model.graph(g).nodes.get(n) if self.model.has_graph(g) else None
+            if node is not None and not node.attr("reference", False):
+                node.set_attr("reference", True)
+
+    def mark_all_subgraphs(self, facts: RWFacts) -> None:
+        """GE ``MarkRWTypeForAllSubgraph``: subgraphs in reverse registration order (inner before outer), those
+        owned by a While skipped (rule ``marked_sg``); the failures and the Identities before NetOutput inputs are
+        the rules' (``rwc_data_error``/``rwc_netout_error``/``rwc_sub_identity``), applied in GE's node order."""
+        for sg in reversed(self.model.graphs[1:]):
+            if sg.name not in facts.marked:
+                continue
+            for n in list(sg.nodes.values()):
+                if n.type == "Data":
+                    why = facts.data_error.get((sg.name, n.name))
+                    if why is not None:
+                        raise PassFailure(f"subgraph {sg.name}: Data {n.name} {why}", sg.name)
+                elif n.type == "NetOutput":
+                    for k in range(len(n.inputs)):
+                        why = facts.netout_error.get((sg.name, n.name, k))
+                        if why is not None:
+                            raise PassFailure(f"subgraph NetOutput {n.name} input {k} {why}", sg.name)
+                        hit = facts.sub_identity.get((sg.name, n.name, k))
+                        if hit is None:
+                            continue
+                        src, j, out_why = hit
+                        owner = self.model.parent_of(sg.name)
+                        ident = self.insert_after(sg, sg.nodes[src], j, n, k)
+                        self.decisions.append(
+                            Decision(
+                                "insert_identity",
+                                sg.name,
+                                src,
+                                j,
+                                n.name,
+                                k,
+                                OUT_W,
+                                "",
+                                INSERT_IDENTITY,
+                                f"writeable subgraph output ({out_why}) the parent "
+                                f"{owner.name if owner is not None else ''} cannot pass through "
+                                "(JudgeOptimizableByParentNode false)",
+                                ident,
+                            )
+                        )
+
+    def init(self, *, mark_subgraphs: bool | None = None) -> None:
+        """GE ``InitRWConflictCheck``: mark refs, then subgraphs (when there are any, or always with
+        ``mark_subgraphs=True`` as ``HandleMemoryRWConflict`` does). Freezes GE's subgraph caches."""
+        if not mark_subgraphs and len(self.model.graphs) == 1:
+            # nothing to mark but the refs, which need only the op names: no fact database is built for them
+            self.mark_ref_relations(self._refs_only())
+            return
+        facts = self.evaluate()
+        self._cache = (facts.cache_t0, facts.cache_in)
+        self.mark_ref_relations(facts)
+        if mark_subgraphs or (mark_subgraphs is None and len(self.model.graphs) > 1):
+            self.mark_all_subgraphs(facts)
+
+    @classmethod
+    def init_rw_conflict_check(cls, model: Model, ctx: PassContext | None = None) -> RWTypes:
+        """GE ``InitRWConflictCheck`` on ``model`` (its graph edits included). ``ctx``: the pipeline's pass context,
+        so the rules run over its shared fact database."""
+        rw = cls(model, ctx)
+        rw.init()
+        return rw
 
     # ---------------------------------------------------------------------------------------------- edits
     def new_identity_name(self, src: str) -> str:
@@ -451,11 +466,9 @@ class RWTypes:
     }
 
     def _finish_identity(self, graph: Graph, name: str, src: Node) -> str:
-        ident = graph.nodes[name]
         label = src.attr("_batch_label")
         if label:
-            ident.set_attr("_batch_label", label)
-        self._where[name] = (graph, ident)
+            graph.nodes[name].set_attr("_batch_label", label)
         return name
 
     def insert_before(self, graph: Graph, dst: Node, k: int, src: Node, j: int) -> str:
@@ -463,43 +476,63 @@ class RWTypes:
         ``src:j``."""
         from anchorlog.runtime.rewrite import insert_identity_before
 
-        name = insert_identity_before(
-            graph,
-            (dst.name, k),
-            name=self.new_identity_name(src.name),
-            desc=identity_desc(src, j),
-            attrs=self._IDENTITY_NAMES,
-        )
+        with self.editing(graph, [dst.name]):
+            name = insert_identity_before(
+                graph,
+                (dst.name, k),
+                name=self.new_identity_name(src.name),
+                desc=identity_desc(src, j),
+                attrs=self._IDENTITY_NAMES,
+            )
         return self._finish_identity(graph, name, src)
 
     def insert_after(self, graph: Graph, src: Node, j: int, dst: Node, k: int) -> str:
         """Identity after ``src:j`` feeding only ``dst:k`` (GE InsertNodeAfter: ``src``'s out-control edges move)."""
         from anchorlog.runtime.rewrite import insert_identity_after
 
-        name = insert_identity_after(
-            graph,
-            (src.name, j),
-            [(dst.name, k)],
-            name=self.new_identity_name(src.name),
-            desc=identity_desc(src, j),
-            attrs=self._IDENTITY_NAMES,
-        )
+        with self.editing(graph, [src.name, dst.name]):
+            name = insert_identity_after(
+                graph,
+                (src.name, j),
+                [(dst.name, k)],
+                name=self.new_identity_name(src.name),
+                desc=identity_desc(src, j),
+                attrs=self._IDENTITY_NAMES,
+            )
         return self._finish_identity(graph, name, src)
 
-    def init(self) -> None:
-        """GE ``InitRWConflictCheck``: reset, mark refs, mark subgraphs when there are any."""
-        self.reinit()
-        self.mark_ref_relations()
-        if len(self.model.graphs) > 1:
-            self.mark_all_subgraphs()
-
-    @classmethod
-    def init_rw_conflict_check(cls, model: Model) -> RWTypes:
-        rw = cls(model)
-        rw.init()
-        return rw
-
     # ---------------------------------------------------------------------------------------------- external API
+    def locate(self, name: str) -> tuple[Graph, Node] | None:
+        for g in self.model.graphs:
+            n = g.nodes.get(name)
+            if n is not None:
+                return g, n
+        return None
+
+    def output_type(self, graph: Graph, node: Node, i: int) -> tuple[str, str]:
+        """GE ``GetOutputRWTypeByIndex`` of ``node:i`` -> (type, reason), from the rules."""
+        key = (graph.name, node.name, i)
+        facts = self._facts
+        if facts is None or key not in facts.out_t or self.in_changed or self.out_changed:
+            facts = self.evaluate(ask_out=[key])
+        return facts.out_type(*key)
+
+    def input_type(self, graph: Graph, node: Node, i: int) -> tuple[str, str]:
+        """GE ``GetInputRWTypeByIndex`` of ``node:i`` -> (type, reason), from the rules."""
+        key = (graph.name, node.name, i)
+        facts = self._facts
+        if facts is None or key not in facts.in_t or self.in_changed or self.out_changed:
+            facts = self.evaluate(ask_in=[key])
+        return facts.in_type(*key)
+
+    def input_type_of(self, name: str, i: int) -> str:
+        hit = self.locate(name)
+        return IN_INVALID if hit is None else self.input_type(hit[0], hit[1], i)[0]
+
+    def output_type_of(self, name: str, i: int) -> str:
+        hit = self.locate(name)
+        return OUT_INVALID if hit is None else self.output_type(hit[0], hit[1], i)[0]
+
     def would_delete_cause_rw_conflict(self, src: str, src_out: int, succ: str, succ_in: int) -> bool:
         """GE ``WouldDeleteTensorMoveCauseRWConflict``: would ``src:src_out`` feeding ``succ:succ_in`` directly
         (the TensorMove between them deleted) need an Identity? Unknown nodes -> True (conservative). The output
@@ -507,16 +540,16 @@ class RWTypes:
         a, b = self.locate(src), self.locate(succ)
         if a is None or b is None:
             return True
-        out_t = self.output_type(a[0], a[1], src_out, use_cache=True)[0]
-        in_t = self.input_type(b[0], b[1], succ_in, use_cache=True)[0]
-        return conflict_result(out_t, in_t) != DO_NOTHING
+        ko, ki = (a[0].name, src, src_out), (b[0].name, succ, succ_in)
+        facts = self.evaluate(ask_out=[ko], ask_in=[ki])
+        return conflict_result(facts.out_type(*ko)[0], facts.in_type(*ki)[0]) != DO_NOTHING
 
     def is_node_input_writable(self, node: str, i: int) -> bool:
         """GE ``IsNodeInputWritable``: input type kWriteable or kScopeWriteable (unknown node -> False)."""
         hit = self.locate(node)
         if hit is None:
             return False
-        return self.input_type(hit[0], hit[1], i, use_cache=True)[0] in (IN_W, IN_SW)
+        return self.input_type(hit[0], hit[1], i)[0] in (IN_W, IN_SW)
 
 
 def would_delete_cause_rw_conflict(
@@ -533,49 +566,9 @@ def would_delete_cause_rw_conflict(
 
 
 # ---------------------------------------------------------------------------------------------------- the pass
-def _is_subgraph_io_node(rw: RWTypes, graph: Graph, node: Node) -> bool:
-    """GE's local IsSubgraphInputNode / IsSubgraphOutputNode: a Data / NetOutput of a graph with a parent."""
-    return node.type in ("Data", "NetOutput") and rw.parent_of(graph) is not None
-
-
-def _identity_near_subgraph(rw: RWTypes, graph: Graph, ident: Node) -> bool:
-    """GE ``CheckIdentityIsNearSubgraph``."""
-    for a in ident.inputs:
-        if a is None or a[0] not in graph.nodes:
-            continue
-        p = graph.nodes[a[0]]
-        if _is_subgraph_io_node(rw, graph, p) and p.type == "Data" or any(p.subgraph_names):
-            return True
-    for o in range(out_anchor_count(graph, ident)):
-        for c, _k in graph.consumers(ident.name, o):
-            cn = graph.nodes[c]
-            if _is_subgraph_io_node(rw, graph, cn) and cn.type == "NetOutput" or any(cn.subgraph_names):
-                return True
-    return False
-
-
-def _identity_useful_for_rw_control(graph: Graph, ident: Node) -> bool:
-    """GE ``NodeUtils::IsIdentityUsefulForRWControl``: an Identity that orders a read of a variable before an
-    Assign to it (its control successor also consumes the variable directly)."""
-    if ident.type not in IDENTITY_LIKE:
-        return False
-    ctrl_out = graph.ctrl_successors(ident.name)
-    producers = [a for a in ident.inputs if a is not None]
-    consumers = [c for o in range(out_anchor_count(graph, ident)) for c in graph.consumers(ident.name, o)]
-    if not ctrl_out or len(producers) != 1 or not consumers:
-        return False
-    src, j = producers[0]
-    if graph.nodes[src].type not in VAR_LIKE:
-        return False
-    direct = {c for c, _k in graph.consumers(src, j)}
-    return any(c in direct and graph.nodes[c].type in ASSIGN_LIKE for c in ctrl_out)
-
-
-def split_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
+def split_identity(rw: RWTypes, graph: Graph, ident: Node, facts: RWFacts) -> None:
     """GE ``SplitIdentity``: a multi-consumer Identity keeps (as a new Identity each) only its writing consumers;
-    readers are fed by the Identity's producer directly (control edges copied)."""
-    from anchorlog.runtime.rewrite import isolate_and_delete
-
+    readers are fed by the Identity's producer directly (control edges copied). Input types: rule ``rwd_in_t``."""
     cons = graph.consumers(ident.name, 0)
     if len(cons) <= 1 or not ident.inputs or ident.inputs[0] is None:
         return
@@ -583,7 +576,7 @@ def split_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
     pre = graph.nodes[src]
     for c, k in cons:
         cn = graph.nodes[c]
-        t, why = rw.input_type(graph, cn, k, use_cache=True)
+        t, why = facts.in_type(graph.name, c, k)
         if t in (IN_W, IN_SW):
             new = rw.insert_before(graph, cn, k, pre, j)
             rw.decisions.append(
@@ -602,14 +595,15 @@ def split_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
                 )
             )
         else:
-            graph.disconnect(c, k)
-            for p in list(ident.ctrl_inputs):
-                if p != c:
-                    graph.add_ctrl(p, c)
-            for s in graph.ctrl_successors(ident.name):
-                if s != src:
-                    graph.add_ctrl(src, s)
-            graph.connect(src, j, c, k)
+            with rw.editing(graph, [c, ident.name, src]):
+                graph.disconnect(c, k)
+                for p in list(ident.ctrl_inputs):
+                    if p != c:
+                        graph.add_ctrl(p, c)
+                for s in graph.ctrl_successors(ident.name):
+                    if s != src:
+                        graph.add_ctrl(src, s)
+                graph.connect(src, j, c, k)
             rw.decisions.append(
                 Decision(
                     "split_identity_bypass",
@@ -625,44 +619,33 @@ def split_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
                 )
             )
     if not graph.consumers(ident.name, 0):
-        isolate_and_delete(graph, ident.name, {})
+        from anchorlog.runtime.rewrite import isolate_and_delete
+
+        with rw.editing(graph, [ident.name]):
+            isolate_and_delete(graph, ident.name, {})
         rw.decisions.append(Decision("remove_identity", graph.name, src, j, ident.name, 0, rule="split left it unused"))
 
 
-def remove_no_use_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
-    """GE ``RemoveNoUseIdentity``: drop an Identity that separates nothing the matrix cares about."""
+def remove_no_use_identity(rw: RWTypes, graph: Graph, ident: Node, facts: RWFacts) -> None:
+    """GE ``RemoveNoUseIdentity``: drop an Identity that separates nothing the matrix cares about (rules
+    ``rwc_ident_keep``, ``rwc_remove``)."""
     from anchorlog.runtime.rewrite import isolate_and_delete
 
-    producers = [a for a in ident.inputs if a is not None]
-    cons = [c for o in range(out_anchor_count(graph, ident)) for c in graph.consumers(ident.name, o)]
-    if not producers or len(cons) > 1:
+    hit = facts.remove.get((graph.name, ident.name))
+    if hit is None:
         return
-    if len(cons) == 1 and graph.nodes[cons[0][0]].type == "StreamMerge":
-        return
-    if _identity_near_subgraph(rw, graph, ident) or _identity_useful_for_rw_control(graph, ident):
-        return
-    if not ident.inputs or ident.inputs[0] is None:
-        return
-    src, j = ident.inputs[0]
-    pre = graph.nodes[src]
-    out_t, _ = rw.output_type(graph, pre, j, use_cache=True)
-    in_t, result = "", DO_NOTHING
-    if cons:
-        c, k = graph.consumers(ident.name, 0)[0] if graph.consumers(ident.name, 0) else cons[0]
-        in_t, _ = rw.input_type(graph, graph.nodes[c], k, use_cache=True)
-        result = conflict_result(out_t, in_t)
-    if result != DO_NOTHING:
-        return
-    dst = cons[0] if cons else ("", -1)
-    isolate_and_delete(graph, ident.name, {0: 0})
+    src, j, out_t = hit
+    c, k, in_t, result = facts.remove_via.get((graph.name, ident.name), ("", -1, "", DO_NOTHING))
+    with rw.editing(graph, [ident.name]):
+        isolate_and_delete(graph, ident.name, {0: 0})
     rw.decisions.append(
         Decision(
             "remove_identity",
             graph.name,
             src,
             j,
-            dst[0],
-            dst[1],
+            c,
+            k,
             out_t,
             in_t,
             result,
@@ -671,68 +654,34 @@ def remove_no_use_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
     )
 
 
-def need_check_skip_identity(rw: RWTypes, graph: Graph, node: Node, out: int, out_t: str) -> bool:
-    """GE ``NeedCheckSkipIdentiy``: may the last scope-write edge of this output keep the original buffer?"""
-    if out_t == OUT_RO:
-        return True
-    if out_t != OUT_W:
-        return False
-    cur, cur_out = node, out
-    for _ in range(10_000):
-        if len(graph.consumers(cur.name, cur_out)) > 1:
-            return False
-        if cur.type in DATA_TYPES:
-            return PARENT_NODE_INDEX not in cur.attrs
-        refs = rw.refs_out2in.get(cur.name)
-        if refs is None or cur_out not in refs:
-            return True
-        k = refs[cur_out]
-        up = cur.inputs[k] if k < len(cur.inputs) else None
-        if up is None or up[0] not in graph.nodes:
-            return False
-        cur, cur_out = graph.nodes[up[0]], up[1]
-    return False
-
-
-def _plain_reader(rw: RWTypes, graph: Graph, c: str, k: int) -> bool:
-    """Cheap sufficient test that ``c:k`` is a kReadOnly input (no subgraphs, not While, no special size,
-    not input-mutable, not a ref input, not RefSwitch input 0) without building a reason string."""
-    n = graph.nodes.get(c)
-    if n is None or n.subgraph_names or n.type in WHILE_TYPES or n.type == "FrameworkOp":
-        return False
-    if "_input_mutable" in n.attrs or k in rw.refs_in2out.get(c, ()):
-        return False
-    return not (k < len(n.input_desc) and "_special_input_size" in n.input_desc[k].attrs)
-
-
-def insert_identity_as_needed(rw: RWTypes, graph: Graph, node: Node) -> None:
-    """GE ``InsertIdentityAsNeeded``: per output, per consumer edge, the matrix decides; when every edge of an
-    output goes to scope-writable inputs of one node the last one keeps the original buffer."""
-    outs = range(out_anchor_count(graph, node))
-    if not any(graph.consumers(node.name, o) for o in outs):
+def insert_identity_as_needed(rw: RWTypes, graph: Graph, node: Node, facts: RWFacts) -> None:
+    """GE ``InsertIdentityAsNeeded``: per output, per consumer edge, the matrix cell of rule ``rwc_edge`` decides;
+    when every edge of an output goes to scope-writable inputs of one node the last one keeps the original buffer
+    (rule ``rwc_skip_ok`` says whether that may apply). Outputs without a row read only through read-only inputs
+    (every matrix cell with a kReadOnly input is DO_NOTHING)."""
+    per_out = facts.edges.get((graph.name, node.name))
+    if not per_out:
         return
-    for o in outs:
+    for o in sorted(per_out):
+        cells = per_out[o]
         peers = graph.consumers(node.name, o)
-        if not peers:
-            continue
-        # fast path: an output read only through read-only inputs needs nothing (every matrix cell with a
-        # kReadOnly input is DO_NOTHING), so its output type need not be derived
-        if all(_plain_reader(rw, graph, c, k) for c, k in peers):
-            continue
-        out_t, out_why = rw.output_type(graph, node, o, use_cache=True)
-        skip = need_check_skip_identity(rw, graph, node, o, out_t)
+        out_t, out_why = facts.out_type(graph.name, node.name, o)
+        skip = (graph.name, node.name, o) in facts.skip_ok
         linked: str | None = None
         for pos, (c, k) in enumerate(peers):
             cn = graph.nodes.get(c)
             if cn is None:
                 continue
-            if _bool(cn, "_skip_rw_conflict"):
+            if (graph.name, c) in facts.skip_consumer:
                 rw.decisions.append(
                     Decision("skip", graph.name, node.name, o, c, k, out_t, "", "", "_skip_rw_conflict on consumer")
                 )
                 continue
-            in_t, in_why = rw.input_type(graph, cn, k, use_cache=True)
-            result = conflict_result(out_t, in_t)
+            cell = cells.get((c, k))
+            if cell is None:
+                raise PassFailure(f"rw_types.dl derived no matrix cell for {node.name}:{o} -> {c}:{k}", graph.name)
+            _ot, in_t, result = cell
+            in_why = facts.in_type(graph.name, c, k)[1]
             if skip:
                 if linked is None:
                     linked = c
@@ -765,29 +714,33 @@ def insert_identity_as_needed(rw: RWTypes, graph: Graph, node: Node) -> None:
             )
 
 
-def handle_memory_rw_conflict(model: Model) -> RWTypes:
+def handle_memory_rw_conflict(model: Model, ctx: PassContext | None = None) -> RWTypes:
     """GE ``GraphOptimize::HandleMemoryRWConflict`` on ``model`` (mutates it); returns the state with every
-    decision in ``.decisions``. Raises :class:`PassFailure` where GE's pass returns an error."""
-    rw = RWTypes(model)
-    rw.reinit()
-    rw.mark_ref_relations()
-    rw.mark_all_subgraphs()
+    decision in ``.decisions``. Raises :class:`PassFailure` where GE's pass returns an error. ``ctx``: the
+    pipeline's pass context (its shared fact database is used and kept current)."""
+    rw = RWTypes(model, ctx)
+    rw.init(mark_subgraphs=True)
     for graph, node in all_nodes(model, sort=False):
+        key = (graph.name, node.name)
+        # a node the rules give nothing to do (no output with a matrix cell to look at, no Identity) needs no
+        # step unless an edit since the last evaluation changed its consumers (or inputs)
+        if key not in rw.facts.active and key not in rw.out_changed and key not in rw.in_changed:
+            continue
         if graph.nodes.get(node.name) is not node:
             continue  # removed by an earlier Identity split/removal
-        parent = rw.parent_of(graph)
-        if parent is not None and parent.type in WHILE_TYPES:
+        facts = rw.current_for(graph, node)
+        if (graph.name, node.name) in facts.skip_node:
             continue
-        if _is_subgraph_io_node(rw, graph, node):
-            continue
-        if _bool(node, "_cannot_be_deleted"):
-            continue
-        if node.type in ("Identity", "ReadVariableOp"):
-            split_identity(rw, graph, node)
-            if graph.nodes.get(node.name) is node:
-                remove_no_use_identity(rw, graph, node)
-        if graph.nodes.get(node.name) is node:
-            insert_identity_as_needed(rw, graph, node)
+        if (graph.name, node.name) in facts.ident:
+            split_identity(rw, graph, node, facts)
+            if graph.nodes.get(node.name) is not node:
+                continue
+            facts = rw.current_for(graph, node)
+            remove_no_use_identity(rw, graph, node, facts)
+            if graph.nodes.get(node.name) is not node:
+                continue
+            facts = rw.current_for(graph, node)
+        insert_identity_as_needed(rw, graph, node, facts)
     return rw
 
 
@@ -796,7 +749,7 @@ def run(model: Model, ctx: PassContext) -> dict:
     """Semantic read/write conflicts (GE HandleMemoryRWConflict): Identity where the RW matrix says so."""
     try:
         with no_gc():
-            rw = handle_memory_rw_conflict(model)
+            rw = handle_memory_rw_conflict(model, ctx)
     except PassFailure as err:
         # MemConflictProc only logs a warning when the RW pass fails (reference §0 step 10, §11 #23).
         return {"status": "warning", "warning": str(err), "inserted": []}
@@ -807,17 +760,24 @@ def run(model: Model, ctx: PassContext) -> dict:
         "decisions": [d.as_dict() for d in rw.decisions],
         "warnings": rw.warnings,
         "copies": len(inserted),
+        "rule_evaluations": rw.evaluations,
     }
 
 
 # ---------------------------------------------------------------------------------------------------- Datalog
 def io_name_rows(model: Model, graph_names: dict[str, str] | None = None) -> list[tuple[str, str, str, int, str]]:
-    """Relation ``io_name(graph, node, io, idx, name)`` for ``rw_types.dl``: the op's input/output names."""
+    """Relation ``io_name(graph, node, io, idx, name)`` for ``rw_types.dl``: the op's input/output names.
+
+    Only ops that carry both name maps (``_input_name_key`` and ``_output_name_key``) are listed: the relation
+    feeds the ref pairs (``rw_ref``: an output named like an input) and nothing else, and checking two dict keys
+    is far cheaper than decoding every op's name lists."""
     q = graph_names or {}
     rows: list[tuple[str, str, str, int, str]] = []
     for g in model.graphs:
         gq = q.get(g.name, g.name)
         for n in g.nodes.values():
+            if INPUT_NAME_KEY not in n.attrs or OUTPUT_NAME_KEY not in n.attrs:
+                continue
             for io in ("in", "out"):
                 for name, i in io_names(n, io).items():
                     rows.append((gq, n.name, io, int(i), name))
@@ -826,31 +786,30 @@ def io_name_rows(model: Model, graph_names: dict[str, str] | None = None) -> lis
 
 def rw_types_datalog(model: Model, db: Any = None, *, engine: str = "sqlite") -> Any:
     """Run ``queries/rw_types.dl`` on ``model`` (facts from ``db`` when given); returns the engine result
-    (relations ``out_rw``, ``in_rw``, ``rw_edge``, ``rw_sub_identity``)."""
+    (the full relations ``out_rw``, ``in_rw``, ``rw_edge``, ``rw_sub_identity`` over every anchor)."""
     from anchorlog.facts.relations import FactDB
-    from anchorlog.queries import Program
 
     if db is None:
         db = FactDB.from_model(model)
-    prog = Program.from_file(RW_TYPES_DL)
-    return prog.run(db, engine=engine, extra={"io_name": io_name_rows(model)})
+    return _program().run(db, engine=engine, extra={"io_name": io_name_rows(model)})
 
 
 # ---------------------------------------------------------------------------------------------------- explain
 def _explain_output(rw: RWTypes, graph: Graph, node: Node, out: int) -> list[str]:
     lines: list[str] = []
-    out_t, why = rw.output_type(graph, node, out, use_cache=True)
     cons = graph.consumers(node.name, out)
+    ko = (graph.name, node.name, out)
+    facts = rw.evaluate(ask_out=[ko], ask_in=[(graph.name, c, k) for c, k in cons])
+    out_t, why = facts.out_type(*ko)
     lines.append(f"{node.name}:{out} ({node.type}) output type {out_t}: {why}; {len(cons)} consumer edge(s)")
-    skip = need_check_skip_identity(rw, graph, node, out, out_t)
-    if skip:
+    if ko in facts.skip_ok:
         lines.append("  the last edge may keep the buffer if every edge is a scope-write input of one node")
     for c, k in cons:
         cn = graph.nodes[c]
-        if _bool(cn, "_skip_rw_conflict"):
+        if (graph.name, c) in facts.skip_consumer:
             lines.append(f"  -> {c}:{k}: skipped (_skip_rw_conflict, handled by hccl-memcpy)")
             continue
-        in_t, in_why = rw.input_type(graph, cn, k, use_cache=True)
+        in_t, in_why = facts.in_type(graph.name, c, k)
         lines.append(f"  -> {c}:{k} ({cn.type}) input type {in_t}: {in_why}; matrix -> {conflict_result(out_t, in_t)}")
     return lines
 
@@ -858,12 +817,13 @@ def _explain_output(rw: RWTypes, graph: Graph, node: Node, out: int) -> list[str
 @register_explainer("rw-conflict", node_types=("Identity", "ReadVariableOp"), anchors=True)
 def explain(model: Model, name: str, *, options: dict[str, str], anchor: tuple[str, int] | None = None) -> str:
     """Why rw-conflict inserts (or not) an Identity after ``NODE:OUT``, or what it does to an Identity."""
-    rw = RWTypes(model)
-    rw.reinit()
-    rw.mark_ref_relations()
+    import copy
+
+    work = copy.deepcopy(model)  # GE's init edits the graph (ref marks, subgraph Identities); explain reads only
+    rw = RWTypes(work)
     lines: list[str] = []
     try:
-        rw.mark_all_subgraphs()
+        rw.init(mark_subgraphs=True)
     except PassFailure as err:
         lines.append(f"subgraph marking failed (GE only warns and stops the RW pass): {err}")
     hit = rw.locate(anchor[0] if anchor else name)
@@ -882,28 +842,33 @@ def explain(model: Model, name: str, *, options: dict[str, str], anchor: tuple[s
         lines += _explain_output(rw, graph, node, 0)
         cons = graph.consumers(node.name, 0)
         if src is not None and src[0] in graph.nodes:
-            p_t, p_why = rw.output_type(graph, graph.nodes[src[0]], src[1], use_cache=True)
+            facts = rw.evaluate(ask_out=[(graph.name, src[0], src[1])])
+            p_t, p_why = facts.out_type(graph.name, src[0], src[1])
             lines.append(f"producer {src[0]}:{src[1]} output type {p_t}: {p_why}")
+            keep = facts.ident_keep.get((graph.name, node.name))
             if len(cons) > 1:
                 lines.append("several consumers: SplitIdentity keeps a copy only for writing inputs")
+            elif keep is not None:
+                lines.append(f"RemoveNoUseIdentity keeps it: {keep}")
             elif cons:
                 c, k = cons[0]
-                c_t, _ = rw.input_type(graph, graph.nodes[c], k, use_cache=True)
+                c_t = facts.in_type(graph.name, c, k)[0] if (graph.name, c, k) in facts.in_t else rw.input_type_of(c, k)
                 lines.append(
                     f"RemoveNoUseIdentity: matrix({p_t}, {c_t}) = {conflict_result(p_t, c_t)} "
                     "(removed when DO_NOTHING unless next to a subgraph, before a StreamMerge or guarding an Assign)"
                 )
-    before = {n.name for n in model.all_nodes()}
+    run_on = copy.deepcopy(model)
+    before = {n.name for n in run_on.all_nodes()}
     try:
-        handle_memory_rw_conflict(model)
+        handle_memory_rw_conflict(run_on)
     except PassFailure as err:
         lines.append(f"pass stopped with a warning: {err}")
         return "\n".join(lines)
-    after = model.find_node(node.name)
+    after = run_on.find_node(node.name)
     if anchor is None:
         lines.append("result: " + ("kept" if after is not None else "removed (split/removal, see above)"))
-    new = sorted({n.name for n in model.all_nodes()} - before)
+    new = sorted({n.name for n in run_on.all_nodes()} - before)
     subject = anchor[0] if anchor else node.name
-    mine = [n for n in new if any(a is not None and a[0] == subject for a in model.find_node(n).inputs)]
+    mine = [n for n in new if any(a is not None and a[0] == subject for a in run_on.find_node(n).inputs)]
     lines.append("Identities inserted after it: " + (", ".join(mine) if mine else "none"))
     return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Benchmark: ``rw-conflict`` alone and inside a pipeline (fact database already shared), CPU seconds.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_rw_conflict.py --nodes 10000 30000 [--profile]
+
+Each size: ``generate_transformer(nodes=N, seed=0)`` frozen out of the cyclic GC (as bench_conflicts.py). Three
+figures per size, each on a fresh deep copy: the shared fact database (``shared_facts``, paid once per pipeline
+run by whichever pass comes first), the pass with that database already built (what rw-conflict costs in
+``mem-conflict``/``o3``), and the pass alone on a fresh context (it then builds the database itself, which is what
+``bench_conflicts.py`` times). Also the number of rule evaluations and copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import gc
+import pstats
+import time
+
+from anchorlog.analysis.fact_cache import shared_facts
+from anchorlog.analysis.registry import PASSES, PassContext, load_all
+from anchorlog.facts.generate import generate_transformer
+
+
+def bench(nodes: int, profile: bool) -> str:
+    model = generate_transformer(nodes=nodes, seed=0)
+    gc.collect()
+    gc.freeze()
+    run = PASSES["rw-conflict"].fn
+
+    m = copy.deepcopy(model)
+    gc.freeze()
+    ctx = PassContext()
+    c = time.process_time()
+    shared_facts(m, ctx)
+    facts_cpu = time.process_time() - c
+    prof = cProfile.Profile() if profile else None
+    c = time.process_time()
+    if prof:
+        prof.enable()
+    section = run(m, ctx)  # type: ignore[misc]
+    if prof:
+        prof.disable()
+    shared_cpu = time.process_time() - c
+
+    m2 = copy.deepcopy(model)
+    gc.freeze()
+    c = time.process_time()
+    run(m2, PassContext())  # type: ignore[misc]
+    alone_cpu = time.process_time() - c
+    if prof:
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+    return (
+        f"nodes={model.num_nodes()} graphs={len(model.graphs)} | shared facts {facts_cpu:.2f}s CPU | "
+        f"rw-conflict with shared facts {shared_cpu:.2f}s CPU | alone {alone_cpu:.2f}s CPU | "
+        f"{section.get('rule_evaluations', '?')} rule evaluation(s), {section.get('copies', 0)} copies"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[10_000, 30_000])
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    load_all()
+    for n in a.nodes:
+        print(bench(n, a.profile), flush=True)
+
+
+if __name__ == "__main__":
+    main()
