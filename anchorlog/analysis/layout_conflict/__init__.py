@@ -30,17 +30,20 @@ from ._ge import (
     OPT_STATIC_MEMORY_POLICY,
     is_static_graph,
 )
-from .attributes import AnchorAttribute, LayoutOptions, Marks, graph_info, mark_all, mark_node
+from .api import forget_layout_attributes, graph_has_mem_conflict_symbol
+from .attributes import AnchorAttribute, LayoutOptions, Marks, graph_info
 from .checkers import find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_sorting
 from .refmap import AnchorRef, SymbolTable, anchor_name, get_ref_mapping
-from .rules import LayoutFacts, run_layout_rules
+from .rules import LayoutFacts, layout_facts, run_layout_rules
 from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
 
 __all__ = [
     "run",
     "explain_anchor",
+    "graph_has_mem_conflict_symbol",
+    "forget_layout_attributes",
     "is_graph_exist_mem_conflict_symbol",
     "construct_single_node_symbol_table",
     "ctrl_node_subgraph_has_conflict",
@@ -104,6 +107,17 @@ def marks_from_rules(model: Model, table: SymbolTable, facts: LayoutFacts) -> Ma
             if x.name == target:
                 marks.ref_map[a] = x.node
                 break
+    return marks
+
+
+def marks_from_facts(model: Model, table: SymbolTable, facts: LayoutFacts) -> Marks:
+    """:func:`marks_from_rules` for :func:`rules.layout_facts` results, which list only the anchors with an
+    attribute other than NORMAL: every other anchor of the table is NORMAL_INPUT / NORMAL_OUTPUT."""
+    marks = marks_from_rules(model, table, facts)
+    for anchors in table.s2a.values():
+        for x in anchors:
+            if x not in marks.types:
+                marks.types[x] = [AnchorAttribute.NORMAL_INPUT if x.is_in else AnchorAttribute.NORMAL_OUTPUT]
     return marks
 
 
@@ -268,22 +282,23 @@ def is_graph_exist_mem_conflict_symbol(
     ``not is_graph_exist_mem_conflict_symbol(model, tm.graph, a2, s2, ctx.options)``.
     """
     g = model.graph(graph) if isinstance(graph, str) else graph
-    opts = LayoutOptions.parse(dict(options or {}))
     by_name: dict[str, Node] = {}
     for gg in model.graphs:
         for n in gg.nodes.values():
             by_name.setdefault(n.name, n)
-    index = _ModelIndex(model)
-    table = SymbolTable(dict(a2s), {s: [_to_anchor(model, a, by_name) for a in lst] for s, lst in s2a.items()})
-    info = graph_info(g, opts)
-    marks = Marks()
-    done: set[int] = set()
-    for anchors in table.s2a.values():
-        for a in anchors:
-            if id(a.node) not in done:
-                done.add(id(a.node))
-                mark_node(a.node, g, opts, table, index, marks)
-    return any(find_conflict_nodes(anchors, marks, info, index) for anchors in table.s2a.values())
+    a2s4: dict[tuple[str, str, str, int], str] = {}
+    s2a4: dict[str, list[tuple[str, str, str, int]]] = {}
+    for s, lst in s2a.items():
+        out = s2a4[s] = []
+        for a in lst:
+            r = _to_anchor(model, a, by_name)
+            key = (r.node.graph.name if r.node.graph else "", r.node.name, r.io, r.idx)
+            out.append(key)
+            sym = a2s.get(r.name)
+            if sym is not None:
+                a2s4[key] = sym
+    ctx = PassContext(options=dict(options or {}))
+    return graph_has_mem_conflict_symbol(model, (a2s4, s2a4), list(s2a4), ctx, g)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -315,7 +330,8 @@ def explain_anchor(model: Model, node: str, out: int, options: Mapping[str, str]
     index = _ModelIndex(work)
     info = graph_info(top, opts)
     table = get_ref_mapping(work, top, index)
-    marks = mark_all(work, top, all_nodes(work, top), opts, table, index)
+    # the attributes and the ref map as layout.dl derives them for this graph (every anchor, this table)
+    marks = marks_from_facts(work, table, layout_facts(work, top, dict(options or {}), table=table))
     a = AnchorRef(target, "out", out)
     sym = table.a2s.get(a.name)
     lines.append(f"processed graph: {top.name}; graph info: {info.as_dict()}")

@@ -68,21 +68,31 @@ def table_rows() -> dict[str, list[tuple[str, ...]]]:
     }
 
 
-def layout_inputs(model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable) -> dict[str, list[tuple[Any, ...]]]:
-    """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, symbol table."""
+def layout_inputs(
+    model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable | None, *, scope_all: bool = False
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, symbol table
+    (none: REFERENCE_OUTPUT through a var is not derived). ``scope_all``: mark the anchors of every graph of the
+    model, not only ``g`` and its nested subgraphs (the hypothetical-table API)."""
     mem_rows = []
-    for n in all_nodes(model, g):
+    nodes = [n for x in model.graphs for n in x.nodes.values()] if scope_all else all_nodes(model, g)
+    for n in nodes:
         for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
             if key in n.attrs:
                 for i, t in enumerate(attr_int_list(n, key)):
                     mem_rows.append((n.graph.name if n.graph else "", n.name, io, i, int(t)))
-    sym_rows = [
-        (a.node.graph.name if a.node.graph else "", a.node.name, a.io, a.idx, s)
-        for s, anchors in table.s2a.items()
-        for a in anchors
-    ]
+    sym_rows = (
+        [
+            (a.node.graph.name if a.node.graph else "", a.node.name, a.io, a.idx, s)
+            for s, anchors in table.s2a.items()
+            for a in anchors
+        ]
+        if table is not None
+        else []
+    )
     return {
         "layout_ctx": [(g.name,)],
+        "layout_scope_all": [(1,)] if scope_all else [],
         "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
         "layout_mem_type": mem_rows,
         "layout_symbol": sym_rows,
@@ -109,18 +119,25 @@ def run_layout_rules(
 
 
 def layout_facts(
-    model: Model, graph: Graph | None = None, options: dict[str, str] | None = None, engine: str = "sqlite"
+    model: Model,
+    graph: Graph | None = None,
+    options: dict[str, str] | None = None,
+    engine: str = "sqlite",
+    *,
+    table: SymbolTable | None = None,
 ) -> LayoutFacts:
     """Run ``layout.dl`` for ``graph`` (default: the root) of ``model`` on a fresh fact database; ``attrs``
     holds every anchor of the processed graph with an attribute other than NORMAL_INPUT / NORMAL_OUTPUT (an
-    anchor not listed is NORMAL), for tests and notebooks."""
+    anchor not listed is NORMAL), for tests, notebooks and ``explain``. ``table``: the graph's symbol table
+    when the caller has it (default: computed)."""
     from anchorlog.facts.relations import FactDB, _ModelIndex
 
     from .refmap import get_ref_mapping
 
     g = graph or model.root
     opts = LayoutOptions.parse(dict(options or {}))
-    table = get_ref_mapping(model, g, _ModelIndex(model))
+    if table is None:
+        table = get_ref_mapping(model, g, _ModelIndex(model))
     db = FactDB.from_model(model)
     res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table))
     out = LayoutFacts()

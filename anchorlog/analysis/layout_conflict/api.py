@@ -1,0 +1,167 @@
+"""Conflict checks on a hypothetical symbol table, for other passes (TensorMove rule 5, inplace).
+
+GE ``MemLayoutConflictUtil::IsGraphExistMemConflictSymbol`` marks every node the given table names with the 14
+attributes and runs the pair checks on each symbol. Here the attributes come from ``layout.dl``
+(``layout_marked_attr`` with every graph in scope, ``layout_var_ref_cand``), derived once per pass context and
+graph and cached in ``ctx.state``; a call then costs only the anchors of the symbols it asks about.
+
+Only REFERENCE_OUTPUT through ``ref_var_src_var_name`` depends on the table (the var's ``out_0`` must share the
+anchor's symbol): the rules give the candidates, the check against the table at hand happens per call, as GE's
+``MarkOutTypes`` does with the table it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from anchorlog.facts.graph import Graph, Model, Node
+from anchorlog.facts.relations import _ModelIndex
+
+from .attributes import AnchorAttribute, GraphInfo, LayoutOptions, Marks, graph_info
+from .checkers import find_conflict_nodes
+from .refmap import AnchorRef
+
+Anchor = tuple[str, str, str, int]  # (graph, node, "in"|"out", idx)
+
+_STATE_KEY = "layout_conflict.attribute_base"
+_REF_RANK = 6  # REFERENCE_OUTPUT's place in GE's out-anchor append order (layout.dl ranks)
+
+
+@dataclass
+class AttributeBase:
+    """The table-independent attributes of every anchor of the model, as ``layout.dl`` derives them for one
+    processed graph ``graph`` and one set of options."""
+
+    model: Model
+    graph: str
+    structure: int
+    attrs: dict[Anchor, list[tuple[int, str]]] = field(default_factory=dict)  # (rank, attribute)
+    var_ref: dict[tuple[str, str, int], str] = field(default_factory=dict)  # out-anchor -> var node name
+    nodes: set[tuple[str, str]] = field(default_factory=set)  # (graph, node) the rules saw
+    info: GraphInfo | None = None
+    index: _ModelIndex | None = None
+
+    def types(
+        self, a: Anchor, a2s: Mapping[Anchor, str], symbol_anchors: Sequence[Anchor]
+    ) -> tuple[list[AnchorAttribute], Anchor | None]:
+        """The attribute list of anchor ``a`` (GE's append order) in the given table, and the ``out_0`` anchor
+        of the var it refers to (REFERENCE_OUTPUT through ``ref_var_src_var_name``; GE's ref map), if any."""
+        ranked = list(self.attrs.get(a, ()))
+        var_anchor = None
+        if a[2] == "out":
+            v = self.var_ref.get((a[0], a[1], a[3]))
+            if v is not None:
+                s = a2s.get(a)
+                target = next((x for x in symbol_anchors if x[1] == v and x[2] == "out" and x[3] == 0), None)
+                if s is not None and target is not None and a2s.get(target) == s:
+                    var_anchor = target
+                    if all(name != "REFERENCE_OUTPUT" for _, name in ranked):
+                        ranked.append((_REF_RANK, "REFERENCE_OUTPUT"))
+        if not ranked:
+            return [AnchorAttribute.NORMAL_INPUT if a[2] == "in" else AnchorAttribute.NORMAL_OUTPUT], None
+        ranked.sort()
+        return [AnchorAttribute[name] for _, name in ranked], var_anchor
+
+
+def _derive(model: Model, g: Graph, opts: LayoutOptions, ctx: Any) -> AttributeBase:
+    from anchorlog.analysis.fact_cache import shared_facts
+
+    from .rules import _program, layout_inputs
+
+    db = shared_facts(model, ctx)
+    engine = ctx.engine if getattr(ctx, "engine", None) in ("sqlite", "duckdb") else "sqlite"
+    extra = layout_inputs(model, g, opts, None, scope_all=True)
+    res = _program().run(db, engine=engine, extra=extra, outputs=["layout_marked_attr", "layout_var_ref_cand"])
+    base = AttributeBase(model, g.name, model.structure_version)
+    # without a symbol table the rules derive REFERENCE_OUTPUT only through ref_io (table-independent); the
+    # var case is checked per call against the table at hand (layout_var_ref_cand)
+    for gname, node, io, idx, attr, rank in res.rows("layout_marked_attr"):
+        base.attrs.setdefault((gname, node, io, int(idx)), []).append((int(rank), attr))
+    base.var_ref = {(gname, node, int(idx)): v for gname, node, idx, v in res.rows("layout_var_ref_cand")}
+    base.nodes = {(gr.name, n) for gr in model.graphs for n in gr.nodes}
+    base.info = graph_info(g, opts)
+    base.index = _ModelIndex(model)
+    return base
+
+
+def attribute_base(model: Model, g: Graph, ctx: Any, anchors: Iterable[Anchor] = ()) -> AttributeBase:
+    """The cached :class:`AttributeBase` of ``model`` for processed graph ``g`` under ``ctx``'s options;
+    re-derived when the model's structure changed or one of ``anchors`` belongs to a node the rules have not
+    seen (inserted since)."""
+    opts = LayoutOptions.parse(dict(ctx.options))
+    key = (g.name, tuple(sorted((k, v) for k, v in ctx.options.items())))
+    cache: dict = ctx.state.setdefault(_STATE_KEY, {})
+    base = cache.get(key)
+    if (
+        base is None
+        or base.model is not model
+        or base.structure != model.structure_version
+        or any((a[0], a[1]) not in base.nodes for a in anchors)
+    ):
+        base = cache[key] = _derive(model, g, opts, ctx)
+    return base
+
+
+def forget_layout_attributes(ctx: Any) -> None:
+    """Drop the cached attributes (after changing a node's own type, attributes or descriptors between calls)."""
+    ctx.state.pop(_STATE_KEY, None)
+
+
+def _table(symbol_table: Any) -> tuple[Mapping[Anchor, str], Mapping[str, Sequence[Anchor]]]:
+    if hasattr(symbol_table, "anchor_to_symbol"):
+        return symbol_table.anchor_to_symbol, symbol_table.symbol_to_anchors
+    a2s, s2a = symbol_table
+    return a2s, s2a
+
+
+def graph_has_mem_conflict_symbol(
+    model: Model,
+    symbol_table: Any,
+    symbols: Iterable[str],
+    ctx: Any,
+    graph: Graph | str | None = None,
+) -> bool:
+    """GE ``IsGraphExistMemConflictSymbol`` restricted to ``symbols``: True when, for some symbol named there,
+    the anchors ``symbol_table`` lists for it hold a pair an absolutely-conflict row or a registered checker
+    marks. Nothing is modified.
+
+    ``symbol_table``: an :class:`anchorlog.analysis.symbols.SymbolTable` or ``(anchor_to_symbol,
+    symbol_to_anchors)`` with ``(graph, node, "in"|"out", idx)`` anchors (typically one merged symbol, GE's
+    ``ConstructSingleNodeSymbolTable``); anchors of nodes that no longer exist are ignored. ``ctx``: the running
+    pass's context (options, shared facts, the attribute cache). ``graph``: GE's graph argument (the
+    TensorMove's owner graph), default the root: it decides user input/output and the graph info."""
+    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    a2s, s2a = _table(symbol_table)
+    wanted = [s for s in symbols if s2a.get(s)]
+    if not wanted:
+        return False
+    graphs = {x.name: x for x in model.graphs}
+    live: dict[str, list[Anchor]] = {}
+    for s in wanted:
+        lst = []
+        for a in s2a[s]:
+            gr = graphs.get(a[0])
+            if gr is not None and a[1] in gr.nodes:
+                lst.append(a)
+        live[s] = lst
+    base = attribute_base(model, g, ctx, (a for lst in live.values() for a in lst))
+    assert base.info is not None and base.index is not None
+    for s in wanted:
+        anchors = live[s]
+        if len(anchors) < 2:
+            continue
+        marks = Marks()
+        refs: list[AnchorRef] = []
+        for a in anchors:
+            node: Node = graphs[a[0]].nodes[a[1]]
+            ref = AnchorRef(node, a[2], a[3])
+            types, var = base.types(a, a2s, anchors)
+            marks.types[ref] = types
+            if var is not None:
+                marks.ref_map[ref] = graphs[var[0]].nodes[var[1]]
+            refs.append(ref)
+        if find_conflict_nodes(refs, marks, base.info, base.index):
+            return True
+    return False
