@@ -558,3 +558,25 @@ def test_refresh_nodes_after_local_edits_and_owner_removal():
         assert sorted(db.rows(rel), key=repr) == sorted(fresh.rows(rel), key=repr), rel
     assert db.rows("parent_in") == [] and db.rows("subgraph") == []
     assert rows(db, "graph", graph="then") == [("then", "model", "", "", 0)]
+
+
+def test_model_release_frees_by_reference_counting():
+    import gc
+    import weakref
+
+    b = GraphBuilder("g")
+    b.chain("d:Data", "r:ReLU", "o:NetOutput")
+    from anchorlog.facts import ge_io
+
+    m = ge_io.read_model_text(ge_io.model_to_text(b.build()))  # as `anchorlog facts` reads it
+    node = weakref.ref(m.root.node("r"))
+    graph = weakref.ref(m.root)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        m.release()
+        del m
+        assert node() is None and graph() is None  # no collector pass needed
+    finally:
+        if was:
+            gc.enable()

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
             want = names[i] if names else _model_name(model.name, path)
             used = db.add_model(model, name=want, relations=relations)
             progress(f"{path}: model {used!r}, {model.num_nodes()} nodes in {len(model.graphs)} graph(s)")
+            model.release()  # freed by reference counting, not by a collector pass over its objects
+            del model
         counts = {rel: db.count(rel) for rel in db.relations()}
         db.close()
         db = None

@@ -504,3 +504,16 @@ class Model(_AttrMixin):
 
     def num_nodes(self) -> int:
         return sum(len(g.nodes) for g in self.graphs)
+
+    def release(self) -> None:
+        """Cut the model's back-references (node -> graph, graph -> model) when it is no longer needed.
+
+        Those references make the whole model one reference cycle, which only the cyclic garbage collector
+        frees: a full collection traversing every object (3 s of CPU for 100 k nodes, paid at interpreter
+        exit by a command that just exports a model). Without them reference counting frees the model as
+        soon as the last outside reference goes. The model must not be used afterwards."""
+        for g in self.graphs:
+            for n in g.nodes.values():
+                n.graph = None
+            g.model = None
+            g._consumers = g._ctrl_succ = None
