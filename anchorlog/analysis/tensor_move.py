@@ -14,9 +14,11 @@ How it works
    visited from the inputs forward, a subgraph when its owner is visited, and the neighbours of a deleted node
    are visited again. :func:`run_gepass` reproduces that walk; each TensorMove visit applies the five rules in
    GE's order over the rule relations (:class:`TensorMoveDecider`). After a deletion the TensorMoves whose
-   facts mention a touched node (and, when ordering edges were added, those with pending edges) are marked
-   stale; before the next decision about one of them the shared facts are refreshed and the rules re-run for
-   the stale TensorMoves only (relation ``tm_seed``). Rule 5 uses the symbol table built once and merged per
+   facts it can change are marked stale: after a plain bypass (no control edge moved) those mentioning the
+   deleted TensorMove or passing its producer (:meth:`TMFacts.stale_after_bypass`), otherwise those mentioning
+   any touched node (and, when ordering edges were added, those with pending edges); before the next decision
+   about one of them the shared facts are refreshed for the edited nodes only and the rules re-run for the
+   stale TensorMoves only (relation ``tm_seed``), over a slice of their neighbourhood. Rule 5 uses the symbol table built once and merged per
    deletion (:class:`TMSymbols`, the shared symbols module) and the layout checkers.
 3. **Rewrite.** Pending control edges land first (rollback on failure), then
    :func:`anchorlog.runtime.rewrite.isolate_and_delete` relinks like ``IsolateAndDeleteNode(tm, {0})``, then the
@@ -48,7 +50,7 @@ from anchorlog.analysis.rw_conflict import RWTypes
 from anchorlog.errors import AnchorlogError, OptionError, PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex
-from anchorlog.runtime.rewrite import CtrlEdgeBatch, in_nodes, isolate_and_delete, out_nodes
+from anchorlog.runtime.rewrite import CtrlEdgeBatch, in_nodes, isolate_and_delete, out_indices, out_nodes
 
 OPT_OUTPUT_REUSE = "ge.exec.outputReuseInputMemIndexes"
 OPT_INPUT_REUSE = "ge.exec.inputReuseMemIndexes"
@@ -183,10 +185,11 @@ class TMSymbols:
     """GE's ``anchor_to_symbol`` / ``symbol_to_anchors`` of the root graph, built once by
     :func:`anchorlog.analysis.symbols.symbol_table` and merged after each deletion."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, ctx: PassContext | None = None) -> None:
         from anchorlog.analysis.symbols import symbol_table  # the shared GetRefMapping (memory-conflict issue)
 
-        a2s, s2a = symbol_table(model)
+        # over the pipeline's shared fact database when there is a pass context (no private fact build)
+        a2s, s2a = symbol_table(model, ctx=ctx)
         self.a2s: dict[tuple, str] = dict(a2s)
         self.s2a: dict[str, list[tuple]] = {s: list(v) for s, v in s2a.items()}
 
@@ -304,8 +307,9 @@ class TMRules:
     The traceback can follow edges anywhere, so ``tm_trace.dl`` runs over the whole database first; everything
     else the rules read lies in the neighbourhood of the traced paths (RW types of producers, siblings and
     successors; a wrapper's types read its subgraphs), so the full program then runs over a slice holding the
-    path nodes, their consumers and every subgraph with its owner's neighbours: demand restriction, as magic
-    sets would do it. The cycle check of pending ordering edges (``tm_cycle.dl``) needs the whole graph and
+    path nodes, their consumers and the wrappers among or above them with their subgraphs and neighbours
+    (:meth:`_closure`): demand restriction, as magic sets would do it, so a re-derivation costs what the
+    stale TensorMoves' neighbourhood holds, not what the graph holds. The cycle check of pending ordering edges (``tm_cycle.dl``) needs the whole graph and
     runs over the whole database, only when there are pending edges."""
 
     def __init__(self, model: Model, db: Any, *, engine: str, primed: bool, reuse: ReuseConfig) -> None:
@@ -319,7 +323,10 @@ class TMRules:
         self.prog = Program.from_file(TM_DL)
         self.cycle_prog = Program.from_file(TM_CYCLE_DL)
         self.options_rows = reuse.rows()
-        self._io_rows: list[tuple] | None = None
+        self.graphs = {g.name: g for g in model.graphs}
+        self.index = _ModelIndex(model)  # subgraph owners: TensorMove deletions leave them as they are
+        self._owner = {sg: (pg.name, pn.name) for sg, (pg, pn, _i) in self.index.owner.items()}
+        self._io_rows: dict[tuple[str, str], list[tuple]] | None = None
         self._reach_pos: list[tuple] | None = None
         self.runs = 0
 
@@ -330,13 +337,17 @@ class TMRules:
     def _conn(self):
         return getattr(self.db, "conn", self.db)
 
-    def io_rows(self) -> list[tuple]:
+    def io_rows(self, nodes: set[tuple[str, str]]) -> list[tuple]:
+        """``io_name`` rows (rw_types.dl's input) of ``nodes``: computed once, looked up per node."""
         if self._io_rows is None:
             from anchorlog.analysis.rw_conflict import io_name_rows
 
             # unprimed RW caches hold no ref relations: no names to match
-            self._io_rows = io_name_rows(self.model) if self.primed else []
-        return self._io_rows
+            by_node: dict[tuple[str, str], list[tuple]] = {}
+            for r in io_name_rows(self.model) if self.primed else []:
+                by_node.setdefault((r[0], r[1]), []).append(r)
+            self._io_rows = by_node
+        return [r for k in sorted(nodes) for r in self._io_rows.get(k, ())]
 
     def derive(self, seed: list[tuple[str, str]]) -> dict[str, list[tuple]]:
         """The decision relations of the TensorMoves ``seed`` on the current facts."""
@@ -347,7 +358,7 @@ class TMRules:
         demand = {(g, tm) for g, tm in seed} | {(pg, pn) for _g, _tm, _i, pg, pn, _o in trace}
         sl = self._slice(demand)
         try:
-            io = [r for r in self.io_rows() if (r[0], r[1]) in self._sliced]
+            io = self.io_rows(self._sliced)
             extra = {
                 "tm_seed": seed,
                 "io_name": io,
@@ -375,33 +386,77 @@ class TMRules:
         )
         return res.rows("tm_pending_cycle")
 
+    def _closure(self, core: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The nodes whose fact rows the rules read for the ``core`` nodes (TensorMoves and their path entries):
+        the core, their data consumers (fan-out, sibling and successor types), and for every wrapper among them,
+        above them (owner of a subgraph they sit in) or next to such a wrapper: the wrapper, its producers and
+        consumers and every node of its subgraphs, transitively (what RW types of wrappers and subgraph Data
+        read). Computed on the IR, which is current; its cost follows the neighbourhood, not the graph."""
+        graphs = self.graphs
+        owner = self._owner
+        out: set[tuple[str, str]] = set()
+        wrappers: list[tuple[str, str]] = []
+        seen_w: set[tuple[str, str]] = set()
+
+        def add_wrapper(g: str, n: str) -> None:
+            if (g, n) not in seen_w:
+                seen_w.add((g, n))
+                wrappers.append((g, n))
+
+        def note(g: str, n: str) -> None:
+            if (g, n) in out:
+                return
+            out.add((g, n))
+            gr = graphs.get(g)
+            node = gr.nodes.get(n) if gr is not None else None
+            if node is not None and any(node.subgraph_names):
+                add_wrapper(g, n)
+            up = owner.get(g)
+            if up is not None:
+                add_wrapper(*up)
+
+        for g, n in sorted(core):
+            note(g, n)
+            gr = graphs.get(g)
+            if gr is None or n not in gr.nodes:
+                continue
+            for o in out_indices(gr, n):
+                for d, _k in gr.consumers(n, o):
+                    note(g, d)
+        while wrappers:
+            g, n = wrappers.pop()
+            gr = graphs.get(g)
+            node = gr.nodes.get(n) if gr is not None else None
+            if node is None:
+                continue
+            note(g, n)
+            for a in node.inputs:
+                if a is not None:
+                    note(g, a[0])
+            for o in out_indices(gr, n):
+                for d, _k in gr.consumers(n, o):
+                    note(g, d)
+            for sub in node.subgraph_names:
+                sg = graphs.get(sub)
+                if sg is not None:
+                    for m in sg.nodes:
+                        note(sub, m)
+        return out
+
     def _slice(self, demand: set[tuple[str, str]]):
-        """A SQLite database with the fact rows of the demanded nodes, their consumers, every subgraph node,
-        every wrapper and its data neighbours (schema and indexes of the fact database)."""
+        """A SQLite database with the fact rows of :meth:`_closure` of the demanded nodes (schema and indexes of
+        the fact database), copied from the shared fact database by index look-ups."""
         import sqlite3
 
         from anchorlog.facts.relations import INDEXES, SCHEMA
 
+        sliced = self._closure(demand)
+        self._sliced = sliced
         src = self._conn()
-        src.execute("CREATE TEMP TABLE IF NOT EXISTS tm_demand0 (graph TEXT, node TEXT)")
-        src.execute("DELETE FROM temp.tm_demand0")
-        src.executemany("INSERT INTO temp.tm_demand0 VALUES (?, ?)", sorted(demand))
-        src.execute("DROP TABLE IF EXISTS temp.tm_demand")
-        src.execute(
-            """CREATE TEMP TABLE tm_demand AS
-               SELECT graph, node FROM temp.tm_demand0
-               UNION SELECT e.graph, e.dst FROM temp.tm_demand0 d JOIN main.data_edge e
-                     ON e.graph = d.graph AND e.src = d.node
-               UNION SELECT n.graph, n.name FROM main.node n JOIN main.graph g ON g.graph = n.graph
-                     WHERE g.is_root = 0
-               UNION SELECT graph, node FROM main.subgraph
-               UNION SELECT e.graph, e.src FROM main.subgraph s JOIN main.data_edge e
-                     ON e.graph = s.graph AND e.dst = s.node
-               UNION SELECT e.graph, e.dst FROM main.subgraph s JOIN main.data_edge e
-                     ON e.graph = s.graph AND e.src = s.node"""
-        )
-        src.execute("CREATE INDEX temp.ix_tm_demand ON tm_demand (graph, node)")
-        self._sliced = set(src.execute("SELECT graph, node FROM temp.tm_demand").fetchall())
+        src.execute("CREATE TEMP TABLE IF NOT EXISTS tm_demand (graph TEXT, node TEXT)")
+        src.execute("CREATE INDEX IF NOT EXISTS temp.ix_tm_demand ON tm_demand (graph, node)")
+        src.execute("DELETE FROM temp.tm_demand")
+        src.executemany("INSERT INTO temp.tm_demand VALUES (?, ?)", sorted(sliced))
         sl = sqlite3.connect(":memory:")
         sl.execute("PRAGMA journal_mode=OFF")
         sl.execute("PRAGMA synchronous=OFF")
@@ -416,23 +471,24 @@ class TMRules:
             elif rel in _SLICE_BY_NODE:
                 col = _SLICE_BY_NODE[rel]
                 q = (
-                    f'SELECT {sel} FROM main."{rel}" r JOIN temp.tm_demand d '
-                    f'ON d.graph = r.graph AND d.node = r."{col}"'
+                    f'SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
+                    f'ON r.graph = d.graph AND r."{col}" = d.node'
                 )
                 if rel == "tensor_attr":
                     q += " WHERE r.key IN (" + ", ".join(f"'{k}'" for k in _SLICE_TENSOR_KEYS) + ")"
-            else:
+            else:  # edges touching a demanded node, found from either end by index
                 q = (
-                    f'SELECT {sel} FROM main."{rel}" r WHERE EXISTS (SELECT 1 FROM temp.tm_demand d '
-                    f"WHERE d.graph = r.graph AND (d.node = r.src OR d.node = r.dst))"
+                    f'SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
+                    f"ON r.graph = d.graph AND r.src = d.node "
+                    f'UNION SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
+                    f"ON r.graph = d.graph AND r.dst = d.node"
                 )
             rows = src.execute(q).fetchall()
             if rows:
                 sl.executemany(f'INSERT INTO "{rel}" VALUES (' + ", ".join("?" * len(names)) + ")", rows)
             for i, idx in enumerate(INDEXES.get(rel, ())):
                 sl.execute(f'CREATE INDEX "ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")")
-        src.execute("DROP TABLE IF EXISTS temp.tm_demand")
-        src.execute("DELETE FROM temp.tm_demand0")
+        src.execute("DELETE FROM temp.tm_demand")
         sl.execute("ANALYZE")
         return sl
 
@@ -444,6 +500,7 @@ class TMFacts:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[str, list[tuple]]] = {}
         self.mentions: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self.on_path: dict[tuple[str, str], set[tuple[str, str]]] = {}  # node -> TensorMoves whose path has it
         self.derived_at: dict[tuple[str, str], int] = {}
 
     def load(self, seed: list[tuple[str, str]], derived: dict[str, list[tuple]], version: int) -> None:
@@ -460,6 +517,8 @@ class TMFacts:
             g = key[0]
             nodes = {key}
             nodes.update((pg, pn) for _i, pg, pn, _o in f.get("tm_path", []))
+            for n in nodes:
+                self.on_path.setdefault(n, set()).add(key)
             path_graph = {int(i): pg for i, pg, _pn, _o in f.get("tm_path", [])}
             nodes.update((path_graph.get(int(i), g), b) for i, b, _k in f.get("tm_sibling", []))
             nodes.update((g, s) for s, *_ in f.get("tm_succ", []))
@@ -470,10 +529,20 @@ class TMFacts:
         return self.rows.get(key, {}).get(rel, [])
 
     def stale_after(self, touched: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """TensorMoves whose facts mention any of the ``touched`` nodes."""
         out: set[tuple[str, str]] = set()
         for n in touched:
             out |= self.mentions.get(n, set())
         return out
+
+    def stale_after_bypass(self, tm: tuple[str, str], producer: tuple[str, str]) -> set[tuple[str, str]]:
+        """TensorMoves whose facts can change when ``tm`` is bypassed (its producer's output feeds its consumers
+        instead) and no control edge moves: those mentioning ``tm`` itself and those whose path passes the
+        producer (its consumer set -- fan-out, siblings, whether another output is read -- and with it the
+        producer's output RW type changed). Nothing else a fact of tensor_move.dl reads changes: the consumers
+        keep their rows (an input RW type does not depend on the producer), reachability between the remaining
+        nodes is the same, and a path that reached a consumer through ``tm`` already mentions ``tm``."""
+        return set(self.mentions.get(tm, set())) | self.on_path.get(producer, set())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -567,7 +636,7 @@ class TensorMoveDecider:
         self.symbol_state = "not built"
         if mode in ("full", "symbols"):
             try:
-                self.symbols = TMSymbols(model)
+                self.symbols = TMSymbols(model, self.ctx)
                 self.symbol_state = "built"
             except AnchorlogError as err:
                 self.symbol_state = f"failed ({err}); layout rule skipped"
@@ -575,6 +644,8 @@ class TensorMoveDecider:
         t2 = time.perf_counter()
         self.timings["symbol_table_s"] = round(t2 - t1, 3)
         facts_db = shared_facts(model, self.ctx)
+        self._structure = model.structure_version
+        self._owed: dict[str, set[str]] = {}
         t3 = time.perf_counter()
         self.timings["facts_s"] = round(t3 - t2, 3)  # shared per pipeline run: built once, then refreshed
         self.rules = TMRules(model, facts_db, engine=self.ctx.engine, primed=primed, reuse=self.reuse)
@@ -598,13 +669,35 @@ class TensorMoveDecider:
             if not self.facts.get(key, "tm_pending") or self.facts.derived_at.get(key, 0) >= self.ctrl_version:
                 return
             self.stale.add(key)
-        from anchorlog.analysis.fact_cache import shared_facts
-
-        self.rules.db = shared_facts(self.model, self.ctx)  # refreshed where the rewrites edited
+        self._refresh()
         seed = sorted(k for k in self.stale if k not in self.deleted)
         self.rederived += len(seed)
         self.facts.load(seed, self.rules.derive(seed), self.version)
         self.stale.clear()
+
+    def _refresh(self) -> None:
+        """Bring the shared fact database up to date with the deletions so far, at a cost proportional to the
+        edited nodes: ``node_prop`` positions (which no rule of this pass reads and which shift by one for every
+        later node on each deletion) are left for :meth:`hand_back`."""
+        from anchorlog.analysis.fact_cache import shared_facts
+
+        if self.model.structure_version != self._structure:  # subgraphs came or went: rebuild, as shared_facts does
+            self.rules.db = shared_facts(self.model, self.ctx)
+            return
+        for g in self.model.graphs:
+            if g.touched:
+                touched = sorted(g.touched)
+                self.rules.db.refresh_nodes(g, touched, self.model, positions=False, index=self.rules.index)
+                self._owed.setdefault(g.name, set()).update(touched)
+                g.touched.clear()
+
+    def hand_back(self) -> None:
+        """The nodes refreshed without positions go back into ``Graph.touched``: the next
+        :func:`~anchorlog.analysis.fact_cache.shared_facts` call re-derives them (and every position) once."""
+        for g in self.model.graphs:
+            owed = self._owed.pop(g.name, None)
+            if owed:
+                g.touched.update(owed)
 
     # -- the pass on one node ---------------------------------------------------------------------------------
     def visit(self, graph: Graph, tm: Node) -> Verdict:
@@ -833,6 +926,10 @@ class TensorMoveDecider:
             v.rule, v.reason = "rewrite", f"adding the pending control edges failed ({err.message}); rolled back"
             return
         touched = {(graph.name, n) for n in (tm.name, *in_nodes(graph, tm.name), *out_nodes(graph, tm.name))}
+        src = tm.inputs[0] if tm.inputs else None
+        plain_bypass = (
+            src is not None and len(tm.inputs) == 1 and not tm.ctrl_inputs and not graph.ctrl_successors(tm.name)
+        )
         try:
             res = isolate_and_delete(graph, tm.name, {0: 0})
         except PassFailure:
@@ -845,7 +942,10 @@ class TensorMoveDecider:
             self.ctrl_version = self.version
             self.rules.invalidate_order()
             touched.update((graph.name, n) for e in batch.added for n in e)
-        self.stale |= self.facts.stale_after(touched)
+        if plain_bypass and not batch.added and not res.ctrl_edges and res.noop is None:
+            self.stale |= self.facts.stale_after_bypass((graph.name, tm.name), (graph.name, src[0]))
+        else:
+            self.stale |= self.facts.stale_after(touched)
         v.deleted = True
         v.rule = ""
         v.ctrl_edges_added = list(batch.added)
@@ -1127,8 +1227,11 @@ def _run_tensor_move_delete(
         return None
 
     t_walk = time.perf_counter()
-    if model.graphs:
-        run_gepass(model, model.graphs[0], visit)
+    try:
+        if model.graphs:
+            run_gepass(model, model.graphs[0], visit)
+    finally:
+        decider.hand_back()
     decider.timings["walk_and_decide_s"] = round(time.perf_counter() - t_walk, 3)
     # TensorMoves the walk never reached (e.g. in a subgraph no node owns) are reported as not visited.
     tms = []
