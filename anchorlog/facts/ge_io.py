@@ -458,11 +458,12 @@ def _fast_tree(text: str) -> list | None:
     """The generic tree of a printer-shaped dump, or None when the text is not shaped like one."""
     if "\t" in text or "\r" in text:
         return None  # tab indentation or CRLF: not a printer's layout
-    if "\\" in text:
-        text = _reencode_escaped_lines(text)  # type: ignore[assignment]
-        if text is None:
-            return None
+    escaped = "\\" in text
     if len(text) <= _FAST_CHUNK_CHARS:
+        if escaped:
+            text = _reencode_escaped_lines(text)  # type: ignore[assignment]
+            if text is None:
+                return None
         body = _json_lines("\n" + text + ("" if not text or text.endswith("\n") else "\n"))
         if body is None:
             return None
@@ -479,7 +480,13 @@ def _fast_tree(text: str) -> list | None:
             # end a piece after a closing-brace line, so no piece ends with an opened block (the `[\n,` fix)
             end = text.find("}\n", pos + _FAST_CHUNK_CHARS)
             end = n if end < 0 else end + 2
-            piece = _json_lines("\n" + text[pos:end])
+            chunk = text[pos:end]
+            if escaped and "\\" in chunk:
+                # lines holding escapes (constant tensor data) are rewritten piece by piece too
+                chunk = _reencode_escaped_lines(chunk)  # type: ignore[assignment]
+                if chunk is None:
+                    return None
+            piece = _json_lines("\n" + chunk)
             if piece is None:
                 return None
             pieces.append(piece)
