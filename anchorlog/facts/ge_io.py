@@ -508,12 +508,15 @@ def _json_lines(text: str) -> str | None:
     """The JSON-array-element form of ``text`` (``"\n" + whole lines``, each ending in a newline), without
     the trailing ``\n,"``: every line becomes ``\n,"key",value`` (or ``\n,"key",[`` / ``\n]``). None when
     the lines use syntax only the general parser reads."""
+    # `",[` followed by more on the line only comes from a `key: [` list or from string contents: without
+    # either in the text, the search for it after the rewrite is skipped
+    maybe_list = ": [" in text or '",[' in text
     body = _strip_indentation(text).replace("\n", '\n,"')  # every line now starts with `,"`
     # A string value ending in ": " would look like a separator: escape that space first (JSON \u0020).
     body = body.replace(': "\n', ':\\u0020"\n')
     body = body.replace(',"}', "]").replace(" {\n", '",[\n').replace(': "', '","')
     body = _FAST_SCALAR_SEP.sub('",', body)
-    if _FAST_LIST_SYNTAX.search(body):
+    if maybe_list and _FAST_LIST_SYNTAX.search(body):
         return None  # `key: [a, b]` lists: the general parser handles them
     body = _FAST_IDENT.sub(_ident_json, body)
     return body[:-3].replace("[\n,", "[\n")
