@@ -6,6 +6,8 @@ a fresh child process so that peak RSS (ru_maxrss) is that of the measured pipel
 
 * ``import``: read_model(.pbtxt) -> IR (validation included);
 * ``import+facts``: the same, then FactDB.from_model (in-memory SQLite, indexed) — the 10 s / 2 GiB target;
+* ``cli``: the command ``anchorlog -q facts IN --db OUT.sqlite`` as its own process (start-up, read, facts into a
+  database file, exit), timed from outside: wall clock and the child's CPU time (user + system);
 * ``binary``: read_model(.pb) -> IR;
 * ``protobuf``: google.protobuf.text_format.Parse of the same text into ge_ir_pb2.ModelDef (upb message),
   skipped for files larger than --protobuf-max-mb (it runs at roughly 1-2 MB/s).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -68,6 +71,20 @@ def child(mode: str, path: str, timeout: float) -> dict:
     return res
 
 
+def cli_facts(path: str, work: str, timeout: float) -> dict:
+    """``anchorlog -q facts path --db ...`` in a child process: wall clock and CPU time (user + system)."""
+    cli = os.path.join(os.path.dirname(sys.executable), "anchorlog")
+    db = os.path.join(work, "cli_facts.sqlite")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([cli, "-q", "facts", path, "--db", db], check=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    os.remove(db)
+    return {"wall": wall, "cpu": cpu}
+
+
 def generate(nodes: int, seed: int, work: str) -> str:
     path = os.path.join(work, f"transformer_{nodes}_{seed}.pbtxt")
     if not os.path.exists(path):
@@ -98,13 +115,14 @@ def main() -> None:
     inputs = [("real dump 00017", REAL)] + [(f"transformer {n}", generate(n, args.seed, args.work)) for n in args.nodes]
     print("Seconds: wall clock / CPU time of the process (CPU is the steadier number on a shared machine).\n")
     print("| input | nodes | text MiB | import (ours) | protobuf text_format | ratio (CPU) | binary .pb import "
-          "| import+facts | fact rows | peak RSS import+facts |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| import+facts | fact rows | peak RSS import+facts | `anchorlog facts` CLI |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, path in inputs:
         mib = os.path.getsize(path) / 2**20
         imp = child("import", path, args.timeout)
         pb = child("import", to_binary(path), args.timeout)
         facts = child("facts", path, args.timeout)
+        cli = cli_facts(path, args.work, args.timeout)
         if mib <= args.protobuf_max_mb:
             ref = child("protobuf", path, args.timeout)
             ref_s = f"{ref['parse']:.2f} / {ref['parse_cpu']:.2f} s"
@@ -116,7 +134,7 @@ def main() -> None:
         print(
             f"| {label} | {imp['nodes']:,} | {mib:.1f} | {imp['parse']:.2f} / {imp['parse_cpu']:.2f} s | {ref_s} "
             f"| {ratio} | {pb['parse']:.2f} / {pb['parse_cpu']:.2f} s | {total:.2f} / {total_cpu:.2f} s "
-            f"| {facts['rows']:,} | {facts['rss_mib']:.0f} MiB |",
+            f"| {facts['rows']:,} | {facts['rss_mib']:.0f} MiB | {cli['wall']:.2f} / {cli['cpu']:.2f} s |",
             flush=True,
         )
 
