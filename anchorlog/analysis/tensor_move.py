@@ -263,6 +263,21 @@ _SLICE_BY_NODE = {
 _SLICE_TENSOR_KEYS = ("_parent_node_index", "_special_input_size")  # the tensor attrs rw_types.dl reads
 
 
+_PROGRAMS: dict[Path, tuple[float, Any]] = {}
+
+
+def _program(path: Path) -> Any:
+    """The parsed and checked program of ``path``, kept across pass runs (parsing tensor_move.dl with its
+    includes costs ~0.25 s); parsed again when a rule file changed on disk."""
+    from anchorlog.queries import Program
+
+    stamp = max(p.stat().st_mtime for p in path.parent.glob("*.dl"))
+    hit = _PROGRAMS.get(path)
+    if hit is None or hit[0] != stamp:
+        hit = _PROGRAMS[path] = (stamp, Program.from_file(path))
+    return hit[1]
+
+
 class TMRules:
     """Runs ``tensor_move.dl`` for a set of TensorMoves (relation ``tm_seed``) over the shared fact database.
 
@@ -275,15 +290,14 @@ class TMRules:
     runs over the whole database, only when there are pending edges."""
 
     def __init__(self, model: Model, db: Any, *, engine: str, primed: bool, reuse: ReuseConfig) -> None:
-        from anchorlog.queries import Program
 
         self.model = model
         self.db = db
         self.engine = engine
         self.primed = primed
-        self.trace_prog = Program.from_file(TM_TRACE_DL)
-        self.prog = Program.from_file(TM_DL)
-        self.cycle_prog = Program.from_file(TM_CYCLE_DL)
+        self.trace_prog = _program(TM_TRACE_DL)
+        self.prog = _program(TM_DL)
+        self.cycle_prog = _program(TM_CYCLE_DL)
         self.options_rows = reuse.rows()
         self.graphs = {g.name: g for g in model.graphs}
         self.index = _ModelIndex(model)  # subgraph owners: TensorMove deletions leave them as they are
@@ -584,7 +598,7 @@ class TensorMoveDecider:
         primed = False
         if mode in ("full", "rw"):
             try:
-                RWTypes.init_rw_conflict_check(model)
+                RWTypes.init_rw_conflict_check(model, self.ctx)  # rules over the run's shared fact database
                 self.rw_state = "primed"
                 primed = True
             except AnchorlogError as err:
@@ -1071,7 +1085,6 @@ def derive_facts(
         from anchorlog.analysis.graph_lint import topo_positions
         from anchorlog.analysis.rw_conflict import io_name_rows
         from anchorlog.analysis.symbols import node_order
-        from anchorlog.queries import Program
 
         extra = {
             "tm_seed": seed,
@@ -1082,7 +1095,7 @@ def derive_facts(
             "reach_pos": topo_positions(model),
             **reuse.rows(),
         }
-        res = Program.from_file(TM_SYMBOLS_DL).run(source, engine=engine, outputs=list(SYMBOL_OUTPUTS), extra=extra)
+        res = _program(TM_SYMBOLS_DL).run(source, engine=engine, outputs=list(SYMBOL_OUTPUTS), extra=extra)
         out.update({r: res.rows(r) for r in SYMBOL_OUTPUTS})
     return {r: out.get(r, []) for r in outputs}
 
