@@ -36,7 +36,7 @@ from .checkers import find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_sorting
 from .refmap import AnchorRef, SymbolTable, anchor_name, get_ref_mapping
-from .rules import LayoutFacts, layout_facts, run_layout_rules
+from .rules import LayoutFacts, layout_facts, run_layout_rules_on_classes
 from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
 
 __all__ = [
@@ -150,10 +150,10 @@ def _process(
     info = graph_info(g, opts)
     db = shared_facts(model, ctx)
     engine = ctx.engine if ctx.engine in ("sqlite", "duckdb") else "sqlite"
-    table = get_ref_mapping(model, g, index, ctx=ctx)
-    # The facts every decision rests on come from layout.dl on the shared fact database: the attributes of
-    # the anchors of candidate symbols, the candidate anchor pairs, GE's ref map.
-    facts = run_layout_rules(db, model, g, opts, table, engine)
+    # The facts every decision rests on come from layout.dl (with symbols.dl) on the shared fact database: the
+    # symbol classes, the attributes of the anchors of candidate symbols, the candidate anchor pairs, GE's ref
+    # map; GE's symbol names and anchor order are assembled for the walked symbols only.
+    facts, table, n_symbols = run_layout_rules_on_classes(db, model, g, opts, engine)
     marks = marks_from_rules(model, table, facts)
     checked = 0
     for symbol in sorted(facts.conflict_symbols):
@@ -187,7 +187,7 @@ def _process(
                     {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", "after": anchor.name}
                 )
             records.append(rec)
-    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": len(table.s2a), "symbols_walked": checked}
+    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": n_symbols, "symbols_walked": checked}
 
 
 @register("layout-conflict", options=OPTION_VALIDATORS)

@@ -77,9 +77,9 @@ def _derive(model: Model, g: Graph, opts: LayoutOptions, ctx: Any) -> AttributeB
     base = AttributeBase(model, g.name, model.structure_version)
     # without a symbol table the rules derive REFERENCE_OUTPUT only through ref_io (table-independent); the
     # var case is checked per call against the table at hand (layout_var_ref_cand)
-    for gname, node, io, idx, attr, rank in res.rows("layout_marked_attr"):
+    for gname, node, io, idx, attr, rank in res.rows("layout_marked_attr", sort=False):
         base.attrs.setdefault((gname, node, io, int(idx)), []).append((int(rank), attr))
-    base.var_ref = {(gname, node, int(idx)): v for gname, node, idx, v in res.rows("layout_var_ref_cand")}
+    base.var_ref = {(gname, node, int(idx)): v for gname, node, idx, v in res.rows("layout_var_ref_cand", sort=False)}
     base.nodes = {(gr.name, n) for gr in model.graphs for n in gr.nodes}
     base.info = graph_info(g, opts)
     base.index = _ModelIndex(model)

@@ -66,6 +66,12 @@ def get_ref_mapping(
     # evaluates symbols.dl linearly and avoids copying the fact tables into DuckDB ("auto" would above 3000 nodes).
     engine = getattr(ctx, "engine", "sqlite") if ctx is not None else "auto"
     st = symbol_table_rules(model, graph, ctx=ctx, db=db, engine=engine if engine in ("sqlite", "duckdb") else "auto")
+    return from_rule_table(model, st)
+
+
+def from_rule_table(model: Model, st: Any) -> SymbolTable:
+    """Re-key an :class:`anchorlog.analysis.symbols.SymbolTable` (anchors as ``(graph, node, io, idx)``) for
+    the checkers."""
     graphs = {g.name: g for g in model.graphs}
     refs: dict[tuple, AnchorRef] = {}
 

@@ -93,6 +93,9 @@ def layout_inputs(
     return {
         "layout_ctx": [(g.name,)],
         "layout_scope_all": [(1,)] if scope_all else [],
+        "layout_use_classes": [],
+        "node_order": [],
+        "sym_top": [],
         "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
         "layout_mem_type": mem_rows,
         "layout_symbol": sym_rows,
@@ -104,18 +107,89 @@ def run_layout_rules(
     db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable, engine: str = "sqlite"
 ) -> LayoutFacts:
     """Run ``layout.dl`` for processed graph ``g`` on ``db`` (the pipeline's shared fact database)."""
-    res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table))
+    res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table), outputs=PASS_OUTPUTS)
+    return _pass_facts(res)
+
+
+# what the pass reads back
+PASS_OUTPUTS = ["layout_candidate_attr", "layout_candidate_pair", "layout_ref_var", "layout_checker"]
+# class mode: GE's table for the walked classes, and the symbol count
+CLASS_OUTPUTS = [
+    "layout_sub_tree",
+    "layout_sub_union",
+    "layout_sub_merge",
+    "layout_sub_nextiter",
+    "layout_sub_phantom",
+    "layout_late_link",
+    "layout_class_count",
+    "layout_phantom_count",
+]
+# symbols.dl's relation names, as anchorlog.analysis.symbols assembles them, for the class-mode subsets
+_SUB_ROWS = {
+    "anchor_tree": "layout_sub_tree",
+    "sg_out_union": "layout_sub_union",
+    "merge_peer": "layout_sub_merge",
+    "nextiter_out": "layout_sub_nextiter",
+    "phantom_out": "layout_sub_phantom",
+    "late_link": "layout_late_link",
+}
+
+
+class _SubResult:
+    """symbols.dl's result relations restricted to the walked classes (what ``symbols._assemble`` reads)."""
+
+    def __init__(self, res: Any) -> None:
+        self.res = res
+
+    def rows(self, name: str, **kw: Any) -> list[tuple]:
+        return self.res.rows(_SUB_ROWS[name], **kw)
+
+
+def _pass_facts(res: Any) -> LayoutFacts:
     out = LayoutFacts()
     for gname, node, io, idx, attr, _rank in sorted(
-        res.rows("layout_candidate_attr"), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
+        res.rows("layout_candidate_attr", sort=False), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
     ):
         out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
-    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair"):
+    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair", sort=False):
         out.pairs.setdefault(s, set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
     out.conflict_symbols = set(out.pairs)
-    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var")}
-    out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker")}
+    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var", sort=False)}
+    out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker", sort=False)}
     return out
+
+
+def run_layout_rules_on_classes(
+    db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str = "sqlite"
+) -> tuple[LayoutFacts, SymbolTable, int]:
+    """The pass's form without a precomputed symbol table: ``layout.dl`` takes the symbol classes from
+    ``symbols.dl`` in the same run (GE's ``GetRefMapping(g)`` partition), finds the candidate pairs on them, and
+    only the classes it walks are assembled into GE's names and anchor order (``symbols._assemble``, as for the
+    whole table). Returns the facts keyed by GE's symbol names, the symbol table of the walked symbols, and the
+    number of symbols of GE's whole table."""
+    from anchorlog.analysis.order import node_order_rows
+    from anchorlog.analysis.symbols import _assemble
+
+    from .refmap import from_rule_table
+
+    extra = layout_inputs(model, g, opts, None)
+    extra["layout_use_classes"] = [(1,)]
+    extra["node_order"] = node_order_rows(model, g)
+    extra["sym_top"] = [(g.name,)]
+    res = _program().run(db, engine=engine, extra=extra, outputs=PASS_OUTPUTS + CLASS_OUTPUTS)
+    st = _assemble(_SubResult(res), g.name)
+    facts = _pass_facts(res)
+    # class id -> GE's symbol name (every anchor of a class has the same one)
+    ge_name: dict[str, str] = {}
+    for cls, pairs in facts.pairs.items():
+        anchor = next(iter(next(iter(pairs))))
+        ge_name[cls] = st.anchor_to_symbol[anchor]
+    facts.pairs = {ge_name[c]: p for c, p in facts.pairs.items()}
+    facts.conflict_symbols = set(facts.pairs)
+    count = sum(int(r[0]) for r in res.rows("layout_class_count", sort=False)) + sum(
+        int(r[0]) for r in res.rows("layout_phantom_count", sort=False)
+    )
+    return facts, from_rule_table(model, st), count
 
 
 def layout_facts(
@@ -139,15 +213,20 @@ def layout_facts(
     if table is None:
         table = get_ref_mapping(model, g, _ModelIndex(model))
     db = FactDB.from_model(model)
-    res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table))
+    res = _program().run(
+        db,
+        engine=engine,
+        extra=layout_inputs(model, g, opts, table),
+        outputs=PASS_OUTPUTS + ["layout_marked_attr", "layout_conflict_symbol"],
+    )
     out = LayoutFacts()
     for gname, node, io, idx, attr, _rank in sorted(
-        res.rows("layout_marked_attr"), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
+        res.rows("layout_marked_attr", sort=False), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
     ):
         out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
-    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair"):
+    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair", sort=False):
         out.pairs.setdefault(s, set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
-    out.conflict_symbols = {r[0] for r in res.rows("layout_conflict_symbol")}
-    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var")}
-    out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker")}
+    out.conflict_symbols = {r[0] for r in res.rows("layout_conflict_symbol", sort=False)}
+    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var", sort=False)}
+    out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker", sort=False)}
     return out
