@@ -19,6 +19,7 @@ pyDatalog runs in a forked process capped by --pyd-timeout; "> N s" marks runs t
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import sqlite3
@@ -84,8 +85,9 @@ def make_db(edges, kinds=None) -> sqlite3.Connection:
     c = sqlite3.connect(":memory:")
     c.execute("CREATE TABLE edge (src INTEGER, dst INTEGER)")
     c.executemany("INSERT INTO edge VALUES (?, ?)", edges)
-    c.execute("CREATE INDEX edge_src ON edge (src)")
-    c.execute("CREATE INDEX edge_dst ON edge (dst)")
+    # covering indexes: a lookup by one end reads the other from the index, never the table row
+    c.execute("CREATE INDEX edge_src ON edge (src, dst)")
+    c.execute("CREATE INDEX edge_dst ON edge (dst, src)")
     if kinds is not None:
         c.execute("CREATE TABLE kind (node INTEGER, type TEXT)")
         c.executemany("INSERT INTO kind VALUES (?, ?)", kinds)
@@ -177,6 +179,18 @@ def timed(fn):
     return Timing(time.perf_counter() - t0, _cpu() - c0), value
 
 
+def best_of(fn, repeat: int):
+    """The run with the least CPU of `repeat` runs (the engines are deterministic; the machine is shared)."""
+    best = None
+    for _ in range(max(1, repeat)):
+        t, value = timed(fn)
+        if best is None or t.cpu < best[0].cpu:
+            best = (t, value)
+        if t.wall > 5:  # long runs are measured once
+            break
+    return best
+
+
 def main() -> None:
     from anchorlog.errors import AnchorlogError
     from anchorlog.queries import Program
@@ -188,16 +202,19 @@ def main() -> None:
     ap.add_argument("--pyd-max", type=int, default=10000, help="largest size pyDatalog is tried on")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--semi-max-chain", type=int, default=10000, help="largest chain run semi-naive")
+    ap.add_argument("--repeat", type=int, default=3, help="best of N runs (CPU) for the SQL engines and Python")
     args = ap.parse_args()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     # warm up imports and the engines once so the first row does not pay for them
     warm = make_db([(0, 1), (1, 2)], [(0, "Op"), (1, "Identity"), (2, "TensorMove")])
     for engine in ("sqlite", "duckdb", "pydatalog"):
         Program.from_text(RULES["traceback"]).run(warm, engine=engine)
     print(
-        "| workload | nodes | derived | SQLite | SQLite semi-naive | DuckDB | pyDatalog | Python/networkx | pyDatalog / SQLite |"
+        "| workload | nodes | derived | SQLite | SQLite per derived tuple | SQLite semi-naive | DuckDB | pyDatalog "
+        "| Python/networkx | pyDatalog / SQLite (CPU) |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for work in args.work:
         prog = Program.from_text(RULES[work])
         out = prog.outputs[0]
@@ -213,16 +230,19 @@ def main() -> None:
             else:
                 edges, kinds = tree_with_kinds(n, rng)
             db = make_db(edges, kinds)
-            t_sql, res = timed(lambda db=db, prog=prog: prog.run(db))
-            derived = res.count(out)
+            # results fetched as rows (unsorted): what a pass reads
+            t_sql, res = best_of(lambda db=db, prog=prog, out=out: prog.run(db).rows(out, sort=False), args.repeat)
+            derived = len(res)
+            per_tuple = f"{t_sql.cpu / max(derived, 1) * 1e6:.2f} us"
             if work == "chain" and n > args.semi_max_chain:
                 t_semi = "not run"  # one semi-naive round per chain link: the case WITH RECURSIVE exists for
             else:
-                t_semi, res2 = timed(lambda db=db, prog=prog: prog.run(db, recursive_cte=False))
+                t_semi, res2 = best_of(lambda db=db, prog=prog: prog.run(db, recursive_cte=False), args.repeat)
                 assert res2.count(out) == derived
-            t_duck, res3 = timed(lambda db=db, prog=prog: prog.run(db, engine="duckdb"))
+            t_duck, res3 = best_of(lambda db=db, prog=prog: prog.run(db, engine="duckdb"), args.repeat)
             assert res3.count(out) == derived
             if n <= args.pyd_max:
+                c0, w0 = _cpu(), time.perf_counter()
                 try:
                     t_pyd, res4 = timed(
                         lambda db=db, prog=prog: prog.run(db, engine="pydatalog", timeout=args.pyd_timeout)
@@ -231,14 +251,19 @@ def main() -> None:
                     pyd = str(t_pyd)
                     ratio = f"{t_pyd.cpu / t_sql.cpu:.0f}x"
                 except AnchorlogError:
-                    pyd = f"> {args.pyd_timeout:g} s"
-                    ratio = f"> {args.pyd_timeout / t_sql.wall:.0f}x"
+                    # the killed process's CPU until the timeout: a lower bound of what it would have needed
+                    spent = _cpu() - c0
+                    pyd = f"> {time.perf_counter() - w0:.0f} / > {spent:.1f} s (timeout)"
+                    ratio = f"> {spent / t_sql.cpu:.0f}x (lower bound)"
             else:
                 pyd, ratio = "not run", ""
-            t_base, count = timed(lambda work=work, edges=edges, kinds=kinds: baseline(work, edges, kinds))
+            t_base, count = best_of(
+                lambda work=work, edges=edges, kinds=kinds: baseline(work, edges, kinds), args.repeat
+            )
             assert count == derived, (work, n, count, derived)
             print(
-                f"| {work} | {n:,} | {derived:,} | {t_sql} | {t_semi} | {t_duck} | {pyd} | {t_base} | {ratio} |",
+                f"| {work} | {n:,} | {derived:,} | {t_sql} | {per_tuple} | {t_semi} | {t_duck} | {pyd} | {t_base} "
+                f"| {ratio} |",
                 flush=True,
             )
             db.close()

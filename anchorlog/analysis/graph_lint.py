@@ -38,7 +38,8 @@ def topo_positions(model: Model) -> list[tuple[str, str, int]]:
     """Relation ``reach_pos(graph, node, pos)``: each node's position in a topological order of its graph."""
     rows: list[tuple[str, str, int]] = []
     for g in model.graphs:
-        rows.extend((g.name, n.name, i) for i, n in enumerate(topo_nodes(g)))
+        name = g.name
+        rows += [(name, n.name, i) for i, n in enumerate(topo_nodes(g))]
     return rows
 
 
@@ -64,16 +65,18 @@ def lint_io_name_rows(model: Model, only: set[tuple[str, str]] | None = None) ->
     names (``__input<i>`` / ``__output<i>``, what ``OpDesc::AddInputDesc`` assigns to unnamed tensors).
     ``only``: restrict to these (graph, node) pairs."""
     rows: list[tuple[str, str, str, int, str]] = []
-    for g in model.graphs:
-        for n in g.nodes.values():
-            if only is not None and (g.name, n.name) not in only:
-                continue
-            for io, count, default in (("in", n.num_inputs, "__input"), ("out", n.num_outputs, "__output")):
-                names = io_names(n, io)
-                if names:
-                    rows.extend((g.name, n.name, io, int(i), x) for x, i in names.items())
-                else:
-                    rows.extend((g.name, n.name, io, i, f"{default}{i}") for i in range(count))
+    if only is not None:
+        graphs = {g.name: g for g in model.graphs}
+        pairs = [(graphs[gn], graphs[gn].nodes[nn]) for gn, nn in only if gn in graphs and nn in graphs[gn].nodes]
+    else:
+        pairs = [(g, n) for g in model.graphs for n in g.nodes.values()]
+    for g, n in pairs:
+        for io, count, default in (("in", n.num_inputs, "__input"), ("out", n.num_outputs, "__output")):
+            names = io_names(n, io)
+            if names:
+                rows.extend((g.name, n.name, io, int(i), x) for x, i in names.items())
+            else:
+                rows.extend((g.name, n.name, io, i, f"{default}{i}") for i in range(count))
     return rows
 
 
@@ -103,10 +106,29 @@ LEAN_RELATIONS = ("graph", "node", "node_attr", "data_edge", "ctrl_edge", "subgr
 LEAN_ATTRS = frozenset({"_parent_node_index", "original_type"})
 
 
-def lean_fact_db(model: Model) -> sqlite3.Connection:
+def matched_node_types(program: Any) -> set[str] | None:
+    """The node types the rules can match when every ``node`` atom of ``program`` names its type as a
+    constant (then the other node rows can never join); None when some atom reads any type."""
+    from anchorlog.queries.analysis import all_atoms
+    from anchorlog.queries.syntax import Const
+
+    types: set[str] = set()
+    for r in program.ast.rules:
+        for atom, _ in all_atoms(r):
+            if atom.rel != "node":
+                continue
+            t = atom.args[2] if len(atom.args) == 3 else None
+            if not isinstance(t, Const):
+                return None
+            types.add(str(t.value))
+    return types
+
+
+def lean_fact_db(model: Model, node_types: set[str] | None = None) -> sqlite3.Connection:
     """A fact database holding only what ``graph_lint.dl`` reads: relations graph, node, data_edge, ctrl_edge,
     subgraph (schema and indexes as in :mod:`anchorlog.facts.relations`) and the node_attr rows of
-    ``_parent_node_index`` / ``original_type``. Building the full FactDB costs more than the whole check."""
+    ``_parent_node_index`` / ``original_type``. Building the full FactDB costs more than the whole check.
+    ``node_types``: keep only the node rows of these types (see :func:`matched_node_types`)."""
     from anchorlog.facts.relations import INDEXES, SCHEMA, _ModelIndex, attr_fact_value
 
     conn = sqlite3.connect(":memory:")
@@ -117,29 +139,74 @@ def lean_fact_db(model: Model) -> sqlite3.Connection:
         conn.execute(f'CREATE TABLE "{rel}" ({cols})')
     idx = _ModelIndex(model)
     rows: dict[str, list[tuple]] = {rel: [] for rel in LEAN_RELATIONS}
+    node_rows, attr_rows, edge_rows = rows["node"], rows["node_attr"], rows["data_edge"]
+    ctrl_rows, sub_rows = rows["ctrl_edge"], rows["subgraph"]
+    lean_attrs = tuple(LEAN_ATTRS)
     for gi, g in enumerate(model.graphs):
         own = idx.owner.get(g.name)
+        gname = g.name
         rows["graph"].append(
-            (g.name, model.name or "model", own[0].name if own else "", own[1].name if own else "", 1 if gi == 0 else 0)
+            (gname, model.name or "model", own[0].name if own else "", own[1].name if own else "", 1 if gi == 0 else 0)
         )
         for n in g.nodes.values():
-            rows["node"].append((g.name, n.name, n.type))
-            for key in LEAN_ATTRS & n.attrs.keys():
-                kind, value = attr_fact_value(n.attrs[key])
-                rows["node_attr"].append((g.name, n.name, key, kind, value))
-            for i, a in enumerate(n.inputs):
+            name = n.name
+            if node_types is None or n.type in node_types:
+                node_rows.append((gname, name, n.type))
+            attrs = n.attrs
+            for key in lean_attrs:
+                if key in attrs:
+                    kind, value = attr_fact_value(attrs[key])
+                    attr_rows.append((gname, name, key, kind, value))
+            i = 0
+            for a in n.inputs:
                 if a is not None:
-                    rows["data_edge"].append((g.name, a[0], a[1], n.name, i))
-            rows["ctrl_edge"].extend((g.name, c, n.name) for c in n.ctrl_inputs)
-            rows["subgraph"].extend((g.name, n.name, i, s) for i, s in enumerate(n.subgraph_names) if s)
+                    edge_rows.append((gname, a[0], a[1], name, i))
+                i += 1
+            if n.ctrl_inputs:
+                ctrl_rows.extend([(gname, c, name) for c in n.ctrl_inputs])
+            if n.subgraph_names:
+                sub_rows.extend([(gname, name, k, x) for k, x in enumerate(n.subgraph_names) if x])
     for rel, rs in rows.items():
         conn.executemany(f'INSERT INTO "{rel}" VALUES ({", ".join("?" for _ in SCHEMA[rel])})', rs)
         for k, cols in enumerate(INDEXES.get(rel, ())):
             conn.execute(f'CREATE INDEX "lean_{rel}_{k}" ON "{rel}" ({", ".join(chr(34) + c + chr(34) for c in cols)})')
-    conn.execute("PRAGMA analysis_limit=400")
-    conn.execute("ANALYZE")
     conn.commit()
     return conn
+
+
+_PROGRAM: Any = None
+_PAIR_OUTPUTS = ["lint_writer", "lint_reader", "lint_untyped", "lint_pair"]
+
+
+def _stored_positions(model: Model) -> dict[tuple[str, str], int]:
+    """Topological positions of the nodes of outputs with an untyped consumer (the only keys walked when no
+    pair needs ordering), without sorting every graph: computed per graph on first use."""
+    return _LazyPositions(model)
+
+
+class _LazyPositions(dict):
+    def __init__(self, model: Model) -> None:
+        super().__init__()
+        self.model = model
+        self.done: set[str] = set()
+
+    def get(self, key: tuple[str, str], default: Any = None) -> Any:
+        g = key[0]
+        if g not in self.done and self.model.has_graph(g):
+            self.done.add(g)
+            for i, n in enumerate(topo_nodes(self.model.graph(g))):
+                self[(g, n.name)] = i
+        return dict.get(self, key, default)
+
+
+def _program() -> Any:
+    """``graph_lint.dl``, parsed and checked once per process."""
+    global _PROGRAM
+    if _PROGRAM is None:
+        from anchorlog.queries import Program
+
+        _PROGRAM = Program.from_file(GRAPH_LINT_DL)
+    return _PROGRAM
 
 
 class _Conn:
@@ -154,27 +221,30 @@ def verify(model: Model, *, engine: str = "sqlite", db: Any = None) -> dict[str,
 
     ``db``: a fact database to query (a lean one holding just the relations the rules read is built when
     omitted); the auxiliary tables ``io_name`` and ``reach_pos`` are (re)created in it."""
-    from anchorlog.queries import Program
-
-    holder = _Conn(lean_fact_db(model)) if db is None else db
-    positions = topo_positions(model)
+    prog = _program()
+    holder = _Conn(lean_fact_db(model, matched_node_types(prog))) if db is None else db
     install_aux_table(holder, "io_name", lint_io_name_rows(model, lint_relevant_nodes(model)))
-    install_aux_table(holder, "reach_pos", positions)
-    holder.conn.execute("ANALYZE")
-    prog = Program.from_file(GRAPH_LINT_DL)
-    res = prog.run(holder.conn, engine=engine)
-    pos = {(g, n): p for g, n, p in positions}
+    # the pairs first; topological positions (what bounds reachability) only when there are pairs to order.
+    # (The rules' join orders are forced by the engine, so no ANALYZE statistics are needed.)
+    install_aux_table(holder, "reach_pos", [])
+    res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS)
+    positions: list[tuple[str, str, int]] = []
+    if res.count("lint_pair"):
+        positions = topo_positions(model)
+        install_aux_table(holder, "reach_pos", positions)
+        res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS + ["lint_ordered"])
+    pos = {(g, n): p for g, n, p in positions} if positions else _stored_positions(model)
     gidx = {g.name: i for i, g in enumerate(model.graphs)}
     writers: dict[tuple, set[str]] = {}
     readers: dict[tuple, set[str]] = {}
     untyped: dict[tuple, list[tuple[str, int]]] = {}
-    for g, s, o, w in res.rows("lint_writer"):
+    for g, s, o, w in res.rows("lint_writer", sort=False):
         writers.setdefault((g, s, o), set()).add(w)
-    for g, s, o, r in res.rows("lint_reader"):
+    for g, s, o, r in res.rows("lint_reader", sort=False):
         readers.setdefault((g, s, o), set()).add(r)
     for g, s, o, c, k in res.rows("lint_untyped"):
         untyped.setdefault((g, s, o), []).append((c, k))
-    ordered = {(g, a, b) for g, a, b in res.rows("lint_ordered")}
+    ordered = {(g, a, b) for g, a, b in res.rows("lint_ordered", sort=False)} if "lint_ordered" in res else set()
     keys = sorted(set(writers) | set(untyped), key=lambda k: (gidx.get(k[0], 0), pos.get((k[0], k[1]), 0), k[2]))
     unordered: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None

@@ -57,6 +57,9 @@ def topo_nodes(graph: Graph) -> list[Node]:
     """
     nodes = list(graph.nodes.values())
     pos = {n.name: i for i, n in enumerate(nodes)}
+    if _stored_order_is_topological(nodes, pos):
+        # the stable sort below would return exactly the stored order: skip building the successor lists
+        return nodes
     indeg = [0] * len(nodes)
     succ: list[list[int]] = [[] for _ in nodes]
     for i, n in enumerate(nodes):
@@ -79,6 +82,22 @@ def topo_nodes(graph: Graph) -> list[Node]:
         seen = set(out)
         out.extend(i for i in range(len(nodes)) if i not in seen)
     return [nodes[i] for i in out]
+
+
+def _stored_order_is_topological(nodes: list[Node], pos: dict[str, int]) -> bool:
+    """Whether every data/control predecessor of each node is stored before it (self-loops ignored)."""
+    get = pos.get
+    for i, n in enumerate(nodes):
+        for a in n.inputs:
+            if a is not None:
+                p = get(a[0])
+                if p is not None and p > i:
+                    return False
+        for c in n.ctrl_inputs:
+            p = get(c)
+            if p is not None and p > i:
+                return False
+    return True
 
 
 def all_nodes(model: Model, graph: Graph | str | None = None, *, sort: bool = True) -> list[tuple[Graph, Node]]:
@@ -281,15 +300,21 @@ def _assemble(res: Any, top: str) -> SymbolTable:
     anchor_of: dict[int, Anchor] = {}
     root_of: dict[int, int] = {}
     two_roots: dict[int, list[int]] = {}
-    for g, n, io, i, aid, root in res.rows("anchor_tree"):
+    # unsorted (sorting every row cost more than the rest of the layout): an anchor with two roots keeps the
+    # smaller as its own, as the sorted order did
+    for g, n, io, i, aid, root in res.rows("anchor_tree", sort=False):
         aid, root = int(aid), int(root)
-        a = (g, n, io, int(i))
-        if aid in root_of and root_of[aid] != root:
+        known = root_of.get(aid)
+        if known is not None and known != root:
             # an output aliasing a RefData that also reuses an input: fine only if both are one symbol by then
-            two_roots.setdefault(aid, [root_of[aid]]).append(root)
-            continue
-        anchor_of[aid] = a
+            two_roots.setdefault(aid, [known]).append(root)
+            if root > known:
+                continue
+        anchor_of[aid] = (g, n, io, int(i))
         root_of[aid] = root
+    for aid, roots in two_roots.items():
+        roots.sort()
+        root_of[aid] = roots[0]
 
     def name(aid: int) -> str:
         a = anchor_of.get(aid)

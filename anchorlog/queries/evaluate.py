@@ -301,6 +301,9 @@ class SQLEvaluation:
     def setup(self) -> None:
         self._indexed: set = set()
         self._sizes: dict[str, int] = {}
+        self._nonempty: set[str] = set()
+        self._colmap: dict[str, list[str]] | None = None
+        self._deferred: set[str] = set()  # relations whose (empty) table is not created yet
         if self.engine == "duckdb" and not self.dry_run:
             try:
                 import duckdb
@@ -318,8 +321,17 @@ class SQLEvaluation:
             for pragma, value in (("temp_store", 2), ("temp.cache_size", -262144)):
                 self._pragmas[pragma] = self.conn.execute(f"PRAGMA {pragma}").fetchone()[0]
                 self.conn.execute(f"PRAGMA {pragma} = {value}")
+        # derived relations without seed rows get their table when a rule can first write or read them: a
+        # small program run repeatedly (a pass re-deriving after each edit) often leaves most of them empty
+        fact_heads = {
+            r.head.rel for r in self.p.ast.rules if r.is_fact and all(isinstance(a, Const) for a in r.head.args)
+        }
+        lazy = self.engine == "sqlite" and not self.dry_run
         for rel, src in self.sources.items():
             if self.engine == "sqlite" and src == "db":
+                continue
+            if lazy and src in ("idb", "empty") and rel not in self.db_seeded and rel not in fact_heads:
+                self._deferred.add(rel)
                 continue
             self.create_table(self.refs[rel].sql, rel)
             if src == "extra":
@@ -337,6 +349,7 @@ class SQLEvaluation:
         self.fact_rules = {
             id(r) for r in self.p.ast.rules if r.is_fact and all(isinstance(a, Const) for a in r.head.args)
         }
+        self._fact_heads = {r.head.rel for r in self.p.ast.rules if id(r) in self.fact_rules}
         self.compiler = SQLCompiler(self.engine, self.refs)
 
     def _insert_dedup_rows(self, rel: str, rows: list[tuple], existing: bool) -> None:
@@ -399,6 +412,7 @@ class SQLEvaluation:
                     self.create_table(copy, rel)
                     self.exe(f"INSERT INTO {copy} SELECT * FROM main.{quote(rel)}")
                     self.refs[rel] = TableRef(copy, ref.columns, ref.arity)
+                    self._colmap = None
                     ref = self.refs[rel]
             self.create_index(rel, ref.sql, cols)
 
@@ -423,9 +437,22 @@ class SQLEvaluation:
         return [r for r in s.rules if id(r) not in self.fact_rules]
 
     def eval_stratum(self, s: Stratum) -> None:
-        rules = [(r, rec) for r, rec in zip(s.rules, s.recursive_atoms) if id(r) not in self.fact_rules]
+        members = set(s.relations)
+        rules = [
+            (r, rec)
+            for r, rec in zip(s.rules, s.recursive_atoms)
+            if id(r) not in self.fact_rules and self._can_fire(r, members)
+        ]
         if not rules:
-            return
+            return  # the relations stay empty (and, if deferred, without a table)
+        if self._deferred:
+            from .analysis import all_atoms
+
+            for rel in s.relations:
+                self.materialize(rel)
+            for r, _ in rules:
+                for atom, _neg in all_atoms(r):
+                    self.materialize(atom.rel)
         # negations and aggregates are correlated subqueries probing earlier relations (derived ones are
         # plain work tables): index the probed columns, else each probe is a scan and the stratum quadratic
         colmap = self.columns_for_index()
@@ -439,6 +466,7 @@ class SQLEvaluation:
             self.eval_seminaive(s, rules)
         for rel in s.relations:
             self._sizes.pop(rel, None)
+            self._nonempty.discard(rel)
 
     def _union_insert(self, rel: str, selects: list[str], dedup: bool) -> None:
         target = self.refs[rel].sql
@@ -451,8 +479,37 @@ class SQLEvaluation:
                 self.exe(f"INSERT INTO {target} {union}")
 
     def _seeded(self, rel: str) -> bool:
-        facts = any(r.head.rel == rel and id(r) in self.fact_rules for r in self.p.ast.rules)
-        return facts or self.sources[rel] == "extra" or rel in self.db_seeded
+        return rel in self._fact_heads or self.sources[rel] == "extra" or rel in self.db_seeded
+
+    def _can_fire(self, r: Any, stratum: set[str]) -> bool:
+        """False when a positive body atom reads a relation of an earlier stratum (or the database) that is
+        empty: the rule derives nothing, so its statement, join-order probes and indexes are skipped."""
+        if self.engine != "sqlite" or self.dry_run:
+            return True
+        for lit in r.body:
+            if isinstance(lit, Atom) and lit.rel not in stratum and self._is_empty(lit.rel):
+                return False
+        return True
+
+    def materialize(self, rel: str) -> None:
+        """Create the table of a relation whose creation was deferred (it is empty until a rule writes it)."""
+        if rel in self._deferred:
+            self._deferred.discard(rel)
+            self.create_table(self.refs[rel].sql, rel)
+
+    def _is_empty(self, rel: str) -> bool:
+        if rel in self._deferred:
+            return True
+        size = self._sizes.get(rel)
+        if size is not None:
+            return size == 0
+        if rel in self._nonempty:
+            return False
+        if self.conn.execute(f"SELECT 1 FROM {self.refs[rel].sql} LIMIT 1").fetchone() is None:
+            self._sizes[rel] = 0
+            return True
+        self._nonempty.add(rel)
+        return False
 
     def eval_nonrecursive(self, rel: str, rules: list) -> None:
         cols = self.refs[rel].columns
@@ -481,7 +538,7 @@ class SQLEvaluation:
             return self.relation_size(atom.rel) / (10**consts)
 
         first = min(atoms, key=lambda i: (expected_rows(i), atoms.index(i)))
-        order = join_order(r, first)
+        order = self.order(r, first)
         self.ensure_lookup_indexes(bound_columns(r, order, self.columns_for_index()))
         return self.compiler.select(r, cols, None, order, forced=True)
 
@@ -494,7 +551,7 @@ class SQLEvaluation:
         recursive = []
         for r, rec in rules:
             if rec:
-                order = join_order(r, rec[0])
+                order = self.order(r, rec[0])
                 self.ensure_lookup_indexes(bound_columns(r, order, self.columns_for_index()))
                 recursive.append(self.compiler.select(r, cols, {rec[0]: cte}, order, forced=True, distinct=False))
         seeded = self._seeded(rel)
@@ -515,7 +572,14 @@ class SQLEvaluation:
         self.exe(f"INSERT INTO {target} WITH RECURSIVE {cte}({col_list}) AS ({body}) {select}")
 
     def columns_for_index(self) -> dict[str, list[str]]:
-        return {rel: ref.columns for rel, ref in self.refs.items() if ref.arity > 0}
+        if getattr(self, "_colmap", None) is None:
+            self._colmap = {rel: ref.columns for rel, ref in self.refs.items() if ref.arity > 0}
+        return self._colmap
+
+    def order(self, r: Any, first: int) -> list[int]:
+        """Join order of rule `r` starting at atom `first` (see :func:`join_order`): column types and the
+        row counts known so far break ties."""
+        return join_order(r, first, self.types, self._sizes)
 
     def eval_seminaive(self, s: Stratum, rules: list) -> None:
         if self.engine == "sqlite":
@@ -529,7 +593,7 @@ class SQLEvaluation:
         variants: dict[str, list[str]] = {}
         for r, rec in rules:
             for pos in rec:
-                order = join_order(r, pos)
+                order = self.order(r, pos)
                 self.ensure_lookup_indexes(bound_columns(r, order, colmap))
                 atom = r.body[pos]
                 assert isinstance(atom, Atom)
@@ -539,18 +603,30 @@ class SQLEvaluation:
                 variants.setdefault(r.head.rel, []).append(sql)
         return variants
 
-    def _initial_round(self, members: list[str], rules: list, delta: dict[str, str]) -> None:
-        """The non-recursive rules; then everything known so far is the first delta."""
+    def _initial_round(self, members: list[str], rules: list, delta: dict[str, str] | None = None) -> bool:
+        """The non-recursive rules; then everything known so far is the first delta (when `delta` is given).
+        Returns False when the stratum's relations are all empty after it (nothing to iterate from)."""
         for rel in members:
             base = [self.planned_select(r, self.refs[rel].columns) for r, rec in rules if not rec and r.head.rel == rel]
             if base:
                 self._union_insert(rel, base, self._seeded(rel))
-            self.exe(f"INSERT INTO {delta[rel]} SELECT * FROM {self.refs[rel].sql}")
+            if delta is not None:
+                self.exe(f"INSERT INTO {delta[rel]} SELECT * FROM {self.refs[rel].sql}")
+        if self.engine != "sqlite" or self.dry_run:
+            return True
+        return any(
+            self.conn.execute(f"SELECT 1 FROM {self.refs[rel].sql} LIMIT 1").fetchone() is not None for rel in members
+        )
 
     def _seminaive_sqlite(self, s: Stratum, rules: list) -> None:
         """Two work tables per relation alternate as delta and new. `new` has a unique index, so a derivation
         costs one probe of the full table (NOT EXISTS) and one INSERT OR IGNORE: no DISTINCT passes."""
         members = s.relations
+        for rel in members:
+            if self._seeded(rel):  # the initial round's NOT EXISTS probes the seeded rows
+                self.create_index(rel, self.refs[rel].sql, tuple(self.refs[rel].columns))
+        if not self._initial_round(members, rules):
+            return  # no tuple to start from: no work tables, indexes or rounds
         work = [{rel: self.work_name(rel, k) for rel in members} for k in ("a", "b")]
         for rel in members:
             cols = tuple(self.refs[rel].columns)
@@ -561,7 +637,8 @@ class SQLEvaluation:
                 iname = quote(f"{bare.strip(chr(34))}_u")
                 self.exe(f"CREATE UNIQUE INDEX temp.{iname} ON {bare} ({', '.join(quote(c) for c in cols)})")
         variants = [self._variants(rules, w) for w in work]
-        self._initial_round(members, rules, work[0])
+        for rel in members:
+            self.exe(f"INSERT INTO {work[0][rel]} SELECT * FROM {self.refs[rel].sql}")
         loop_start = len(self.statements)
         rounds = 0
         cur = 0
@@ -649,15 +726,20 @@ class SQLEvaluation:
         return keep[::-1]
 
     def fetch(self, rel: str) -> list[tuple]:
+        if rel in getattr(self, "_deferred", ()):
+            return []
         ref = self.refs[rel]
-        sql = f"SELECT DISTINCT * FROM {ref.sql}"
         if self.duck is not None:
-            rows = self.duck.execute(sql).fetchall()
+            rows = self.duck.execute(f"SELECT DISTINCT * FROM {ref.sql}").fetchall()
         else:
-            rows = self.conn.execute(sql).fetchall()
+            # derived tables are sets already, fact tables may not be: de-duplicate in Python (a dict keeps the
+            # first of equal tuples, as DISTINCT does, at a fraction of SQLite's sorting cost)
+            rows = list(dict.fromkeys(self.conn.execute(f"SELECT * FROM {ref.sql}").fetchall()))
         if ref.arity == 0:
             return [()] if rows else []
-        return [tuple(r) for r in rows]
+        if rows and type(rows[0]) is not tuple:  # a connection with a row factory
+            rows = [tuple(r) for r in rows]
+        return rows
 
     def plan_statements(self) -> list[str]:
         self.setup()

@@ -43,6 +43,18 @@ def _sort_key(row: tuple) -> tuple:
     return tuple((0, 0) if v is None else (1, v) if isinstance(v, (int, float)) else (2, str(v)) for v in row)
 
 
+def _sort_rows(rows: list[tuple]) -> list[tuple]:
+    """Rows in :func:`_sort_key` order. Plain tuple comparison gives that order whenever it succeeds: a
+    comparison sort compares every pair of neighbours in its output, so a column mixing None, numbers and
+    strings among otherwise equal rows raises TypeError, and then the key function sorts instead."""
+    try:
+        if not any(type(v) is bytes for r in rows[:1] for v in r):
+            return sorted(rows)
+    except TypeError:
+        pass
+    return sorted(rows, key=_sort_key)
+
+
 class Result(Mapping):
     """Relations computed by one run: ``res["rel"]`` is a DataFrame (columns as declared), ``res.rows("rel")``
     the tuples (sorted), ``res.relations`` the names available."""
@@ -68,11 +80,17 @@ class Result(Mapping):
     def _sorted_rows(self, rel: str) -> list[tuple]:
         self._check(rel)
         if rel not in self._sorted:
-            self._rows[rel] = sorted(self._rows[rel], key=_sort_key)
+            self._rows[rel] = _sort_rows(self._rows[rel])
             self._sorted.add(rel)
         return self._rows[rel]
 
-    def rows(self, rel: str) -> list[tuple]:
+    def rows(self, rel: str, sort: bool = True) -> list[tuple]:
+        """The tuples of `rel`, sorted (NULLs, then numbers, then strings per column); ``sort=False`` returns
+        them in the order the engine produced them, without paying for the sort (callers that build a dict or
+        a set, or only iterate)."""
+        if not sort:
+            self._check(rel)
+            return list(self._rows[rel])
         return list(self._sorted_rows(rel))
 
     def count(self, rel: str) -> int:

@@ -300,23 +300,47 @@ def _has_nullable_aggregate(t: Term) -> bool:
     return False
 
 
-def join_order(rule: Rule, first: int) -> list[int]:
+def join_order(
+    rule: Rule,
+    first: int,
+    types: dict[str, list[str | None]] | None = None,
+    sizes: dict[str, int] | None = None,
+) -> list[int]:
     """Greedy join order starting with atom `first` (a delta table): next the atom sharing most bound variables
-    (constants count as bound), ties in written order; this keeps every later atom an index lookup."""
+    (constants count as bound), ties in written order; this keeps every later atom an index lookup.
+
+    With `types` (column types per relation) a bound symbol column counts twice: names identify a node or an
+    anchor, while numbers (indexes, flags) match many rows, so `subgraph(G, N, _, SG)` with SG bound is a
+    better lookup than `out_port(G, N, O)` with only O bound. With `sizes` (known row counts) ties go to the
+    smaller relation."""
     atoms = [i for i, lit in enumerate(rule.body) if isinstance(lit, Atom)]
     order = [first]
     bound = {v.name for a in rule.body[first].args for v in term_vars(a)}  # type: ignore[union-attr]
     rest = [i for i in atoms if i != first]
     while rest:
-        best = max(rest, key=lambda i: (_lookup_score(rule.body[i], bound), -rest.index(i)))  # type: ignore[arg-type]
+
+        def key(i: int, bound: set[str] = bound) -> tuple:
+            atom = rule.body[i]
+            size = sizes.get(atom.rel) if sizes else None  # type: ignore[union-attr]
+            return (
+                _lookup_score(atom, bound, types.get(atom.rel) if types else None),  # type: ignore[arg-type]
+                -(size if size is not None else 1 << 62),
+                -rest.index(i),
+            )
+
+        best = max(rest, key=key)
         rest.remove(best)
         order.append(best)
         bound |= {v.name for a in rule.body[best].args for v in term_vars(a)}  # type: ignore[union-attr]
     return order
 
 
-def _lookup_score(atom: Atom, bound: set[str]) -> int:
-    return sum(1 for a in atom.args if isinstance(a, Const) or (isinstance(a, Var) and a.name in bound))
+def _lookup_score(atom: Atom, bound: set[str], types: list[str | None] | None = None) -> int:
+    score = 0
+    for k, a in enumerate(atom.args):
+        if isinstance(a, Const) or (isinstance(a, Var) and a.name in bound):
+            score += 2 if types is not None and k < len(types) and types[k] == "symbol" else 1
+    return score
 
 
 def bound_columns(rule: Rule, order: list[int], columns: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...]]]:
