@@ -27,6 +27,7 @@ from .sqlgen import UNIT_COLUMN, SQLCompiler, TableRef, bound_columns, join_orde
 from .syntax import Atom, Const
 
 _ids = itertools.count(1)
+_AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
 
 
@@ -514,6 +515,9 @@ class SQLEvaluation:
     def eval_nonrecursive(self, rel: str, rules: list) -> None:
         cols = self.refs[rel].columns
         selects = [self.planned_select(r, cols) for r in rules]
+        if rel in getattr(self, "_terminal", ()) and len(selects) <= _COMPOUND_CHUNK:
+            self._select_direct(rel, " UNION ".join(selects))
+            return
         self._union_insert(rel, selects, self._seeded(rel))
 
     # -- join order from relation sizes (SQLite) -----------------------------------------------------------
@@ -569,6 +573,9 @@ class SQLEvaluation:
         select = f"SELECT * FROM {cte}"
         if seeded:
             select = self.not_known(select, rel, target)
+        elif rel in getattr(self, "_terminal", ()):
+            self._select_direct(rel, f"WITH RECURSIVE {cte}({col_list}) AS ({body}) {select}")
+            return
         self.exe(f"INSERT INTO {target} WITH RECURSIVE {cte}({col_list}) AS ({body}) {select}")
 
     def columns_for_index(self) -> dict[str, list[str]]:
@@ -702,7 +709,9 @@ class SQLEvaluation:
     def run(self, wanted: list[str]) -> Result:
         try:
             self.setup()
-            for s in self.needed_strata(wanted):
+            strata = self.needed_strata(wanted)
+            self._mark_terminal(strata, wanted)
+            for s in strata:
                 self.eval_stratum(s)
             rows = {rel: self.fetch(rel) for rel in wanted}
         except RuleError:
@@ -710,6 +719,47 @@ class SQLEvaluation:
         finally:
             self.cleanup()
         return Result({rel: self.columns[rel] for rel in wanted}, rows)
+
+    def _mark_terminal(self, strata: list[Stratum], wanted: list[str]) -> None:
+        """Wanted relations no other stratum reads: their tuples can go straight to the result (one SELECT, no
+        INSERT into a work table and second read). SQLite only, never for relations with seed rows."""
+        from .analysis import all_atoms
+
+        self._direct: dict[str, list[tuple]] = {}
+        self._terminal: set[str] = set()
+        if self.engine != "sqlite" or self.dry_run:
+            return
+        read: dict[str, set[int]] = {}
+        for s in strata:
+            for r in s.rules:
+                for atom, _neg in all_atoms(r):
+                    read.setdefault(atom.rel, set()).add(s.index)
+        for s in strata:
+            if len(s.relations) != 1:
+                continue
+            rel = s.relations[0]
+            if rel in wanted and not (read.get(rel, set()) - {s.index}) and not self._seeded(rel):
+                self._terminal.add(rel)
+
+    def _select_direct(self, rel: str, sql: str) -> None:
+        """Run a terminal relation's SELECT (distinct rows) and keep the rows as its result."""
+        self.statements.append(sql)
+        if self.profile is not None:
+            t0 = time.perf_counter()
+        try:
+            rows = self.conn.execute(sql).fetchall()
+        except sqlite3.Error as e:
+            raise AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}") from None
+        if self.profile is not None:
+            self.profile.append((time.perf_counter() - t0, sql))
+        # a value of another storage class than its declared column would have been converted by the column's
+        # affinity on INSERT (and equal tuples merged after that): then store them as before and read back
+        want = [_AFFINITY_CLASS.get(t) for t in self.column_types(rel)]
+        checks = [(k, cls) for k, cls in enumerate(want) if cls is not None]
+        if checks and any((v := row[k]) is not None and type(v) is not cls for row in rows for k, cls in checks):
+            self.insert_rows(self.refs[rel].sql, rel, rows)
+            return
+        self._direct[rel] = rows
 
     def needed_strata(self, wanted: list[str]) -> list[Stratum]:
         """The strata the wanted relations depend on (transitively); the others are not evaluated."""
@@ -726,6 +776,11 @@ class SQLEvaluation:
         return keep[::-1]
 
     def fetch(self, rel: str) -> list[tuple]:
+        direct = getattr(self, "_direct", {}).get(rel)
+        if direct is not None:
+            if self.refs[rel].arity == 0:
+                return [()] if direct else []
+            return direct if not direct or type(direct[0]) is tuple else [tuple(r) for r in direct]
         if rel in getattr(self, "_deferred", ()):
             return []
         ref = self.refs[rel]
