@@ -31,21 +31,28 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     g._ensure_index()
     consumers = g._consumers  # type: ignore[union-attr]
     ctrl_succ = g._ctrl_succ  # type: ignore[union-attr]
+    nodes = g.nodes
+    # edges from NextIteration do not count: they close a loop (GetInEdgeSize)
+    nexts = {n.name for n in nodes.values() if n.type in _NEXT_ITERATION}
     outs_of: dict[str, list[int]] = {}
     for src, out in consumers:
-        outs_of.setdefault(src, []).append(out)
+        lst = outs_of.get(src)
+        if lst is None:
+            outs_of[src] = [out]
+        else:
+            lst.append(out)
     for lst in outs_of.values():
-        lst.sort()
+        if len(lst) > 1:
+            lst.sort()
     pending: dict[str, int] = {}
     non_data: list[Node] = []
     data: list[Node] = []
-    nodes = g.nodes
     for n in nodes.values():
-        k = len(n.ctrl_inputs)
-        for a in n.inputs:
-            # edges from NextIteration do not count: they close a loop (GetInEdgeSize)
-            if a is not None and not (a[0] in nodes and nodes[a[0]].type in _NEXT_ITERATION):
-                k += 1
+        ins = n.inputs
+        if nexts:
+            k = len(n.ctrl_inputs) + sum(1 for a in ins if a is not None and a[0] not in nexts)
+        else:
+            k = len(n.ctrl_inputs) + len(ins) - ins.count(None)
         pending[n.name] = k
         if k == 0:
             (data if n.type in _INPUT_LIKE else non_data).append(n)
@@ -61,27 +68,30 @@ def dfs_topo_order(g: Graph) -> list[Node]:
         for i, n in zip(slots, ranked):
             stack[i] = n
     order: list[Node] = []
+    push = stack.append
     while stack:
         n = stack.pop()
         order.append(n)
         name = n.name
-        for out in outs_of.get(name, ()):
-            ready = []
-            for dst, _ in consumers[(name, out)]:
-                if pending[dst] == 0 or n.type in _NEXT_ITERATION:
-                    continue
+        outs = outs_of.get(name)
+        if outs is not None and name not in nexts:  # a NextIteration's consumers were never waiting on it
+            for out in outs:
+                # newly ready consumers of one out anchor are pushed in link order
+                for dst, _ in consumers[(name, out)]:
+                    left = pending[dst]
+                    if left == 0:
+                        continue
+                    left -= 1
+                    pending[dst] = left
+                    if left == 0:
+                        push(nodes[dst])
+        succ = ctrl_succ.get(name)
+        if succ:
+            for dst in succ:
                 left = pending[dst] - 1
                 pending[dst] = left
                 if left == 0:
-                    ready.append(nodes[dst])
-            stack.extend(ready)
-        ready = []
-        for dst in ctrl_succ.get(name, ()):
-            left = pending[dst] - 1
-            pending[dst] = left
-            if left == 0:
-                ready.append(nodes[dst])
-        stack.extend(ready)
+                    push(nodes[dst])
     if len(order) != len(nodes):
         left = [n for n in nodes if n not in {o.name for o in order}]
         raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left[:5]}", g.name)
