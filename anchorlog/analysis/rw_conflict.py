@@ -193,35 +193,45 @@ class RWFacts:
     """One evaluation of ``rw_types.dl``'s pass relations, indexed for GE's walk."""
 
     def __init__(self, res: Any) -> None:
-        self.refs = res.rows("rw_ref")
-        self.marked = {sg for sg, _pg, _pn in res.rows("marked_sg")}
-        self.sub_identity = {(sg, no, k): (s, j, why) for sg, no, k, s, j, why in res.rows("rwc_sub_identity")}
-        self.data_error = {(sg, d): why for sg, d, why in res.rows("rwc_data_error")}
+        self.refs = res.rows("rw_ref", sort=False)
+        self.marked = {sg for sg, _pg, _pn in res.rows("marked_sg", sort=False)}
+        self.sub_identity = {
+            (sg, no, k): (s, j, why) for sg, no, k, s, j, why in res.rows("rwc_sub_identity", sort=False)
+        }
+        self.data_error = {(sg, d): why for sg, d, why in res.rows("rwc_data_error", sort=False)}
         self.netout_error: dict[tuple[str, str, int], str] = {}
         for sg, no, k, why in sorted(res.rows("rwc_netout_error"), key=lambda r: r[3] != "has no _parent_node_index"):
             self.netout_error.setdefault((sg, no, k), why)
-        self.out_t = {(g, n, o): (t, why) for g, n, o, t, why in res.rows("rwd_out_t")}
-        self.in_t = {(g, n, i): (t, why) for g, n, i, t, why in res.rows("rwd_in_t")}
+        self.out_t = {(g, n, o): (t, why) for g, n, o, t, why in res.rows("rwd_out_t", sort=False)}
+        self.in_t = {(g, n, i): (t, why) for g, n, i, t, why in res.rows("rwd_in_t", sort=False)}
         self.edges: dict[tuple[str, str], dict[int, dict[tuple[str, int], tuple[str, str, str]]]] = {}
-        for g, s, o, d, i, ot, it, r in res.rows("rwc_edge"):
+        for g, s, o, d, i, ot, it, r in res.rows("rwc_edge", sort=False):
             self.edges.setdefault((g, s), {}).setdefault(o, {})[(d, i)] = (ot, it, r)
         self.chain: dict[tuple[str, str, int], set[str]] = {}
-        for g, s, o, c, _co in res.rows("rwc_chain"):
+        for g, s, o, c, _co in res.rows("rwc_chain", sort=False):
             self.chain.setdefault((g, s, o), set()).add(c)
-        self.skip_ok = set(res.rows("rwc_skip_ok"))
-        self.skip_consumer = set(res.rows("rwc_skip_consumer"))
+        self.skip_ok = set(res.rows("rwc_skip_ok", sort=False))
+        self.skip_consumer = set(res.rows("rwc_skip_consumer", sort=False))
         self.skip_node: dict[tuple[str, str], str] = {}
         for g, n, why in sorted(res.rows("rwc_skip_node")):
             self.skip_node.setdefault((g, n), why)
-        self.ident = set(res.rows("rwc_ident"))
+        self.ident = set(res.rows("rwc_ident", sort=False))
         self.ident_keep: dict[tuple[str, str], str] = {}
         for g, x, why in sorted(res.rows("rwc_ident_keep")):
             self.ident_keep.setdefault((g, x), why)
-        self.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove")}
-        self.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via")}
-        self.active: set[tuple[str, str]] = set(self.edges) | self.ident
-        self.cache_t0 = res.rows("rwd_cur_t0")
-        self.cache_in = res.rows("rwd_cur_win")
+        self.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove", sort=False)}
+        self.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via", sort=False)}
+        # outputs where InsertIdentityAsNeeded has something to do or report: a cell other than DO_NOTHING, or a
+        # consumer carrying _skip_rw_conflict (an output whose cells all say DO_NOTHING changes and reports nothing)
+        self.acting: set[tuple[str, str, int]] = {
+            (g, s, o)
+            for (g, s), per_out in self.edges.items()
+            for o, cells in per_out.items()
+            if any(r != DO_NOTHING or (g, d) in self.skip_consumer for (d, _i), (_ot, _it, r) in cells.items())
+        }
+        self.active: set[tuple[str, str]] = {(g, s) for g, s, _o in self.acting} | self.ident
+        self.cache_t0 = res.rows("rwd_cur_t0", sort=False)
+        self.cache_in = res.rows("rwd_cur_win", sort=False)
 
     def out_type(self, g: str, n: str, o: int) -> tuple[str, str]:
         return self.out_t.get((g, n, o), (OUT_INVALID, "no type derived (no such output)"))
@@ -663,6 +673,8 @@ def insert_identity_as_needed(rw: RWTypes, graph: Graph, node: Node, facts: RWFa
     if not per_out:
         return
     for o in sorted(per_out):
+        if (graph.name, node.name, o) not in facts.acting:
+            continue  # every cell DO_NOTHING, no consumer to skip: GE's loop changes and reports nothing here
         cells = per_out[o]
         peers = graph.consumers(node.name, o)
         out_t, out_why = facts.out_type(graph.name, node.name, o)
@@ -720,6 +732,8 @@ def handle_memory_rw_conflict(model: Model, ctx: PassContext | None = None) -> R
     pipeline's pass context (its shared fact database is used and kept current)."""
     rw = RWTypes(model, ctx)
     rw.init(mark_subgraphs=True)
+    if not rw.facts.active and not rw.out_changed and not rw.in_changed:
+        return rw  # no node has a cell to act on or an Identity to judge, and nothing was edited: the walk is idle
     for graph, node in all_nodes(model, sort=False):
         key = (graph.name, node.name)
         # a node the rules give nothing to do (no output with a matrix cell to look at, no Identity) needs no
