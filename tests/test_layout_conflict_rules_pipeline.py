@@ -33,8 +33,11 @@ def test_candidate_pairs_come_from_rules_on_shared_db():
     topological_sorting(model)
     ctx = PassContext()
     g = model.root
-    table = get_ref_mapping(model, g, _ModelIndex(model))
-    facts = run_layout_rules(shared_facts(model, ctx), model, g, LayoutOptions(), table)
+    facts, table, n_symbols = run_layout_rules(shared_facts(model, ctx), model, g, LayoutOptions())
+    # the symbols come from symbols.dl in the same run; GE's table is assembled for the walked symbol only
+    whole = get_ref_mapping(model, g, _ModelIndex(model))
+    assert n_symbols == len(whole.s2a) == 1
+    assert {s: [a.name for a in v] for s, v in table.s2a.items()} == {"k_out_0": ["k_out_0", "out_in_0"]}
     assert facts.conflict_symbols == {"k_out_0"}
     assert facts.pairs["k_out_0"] == {frozenset((("g", "k", "out", 0), ("g", "out", "in", 0)))}
     assert facts.attrs[("g", "k", "out", 0)] == ["IMMUTABLE_ADDRESS_OUTPUT"]
@@ -117,3 +120,24 @@ def test_insert_node_before_anchors_multi_input():
     assert g.nodes["ident"].inputs == [("a", 0), ("c", 0)]
     assert g.nodes["ident"].ctrl_inputs == ["a"] and "a" not in g.nodes["out"].ctrl_inputs
     assert g.nodes["ident"].attr("_user_stream_label") == "s1"
+
+
+def test_walked_symbols_get_ge_names_and_order_across_a_subgraph_union():
+    # a PartitionedCall body returning its Const: the body NetOutput's producer is unioned with the parent
+    # output (GE UnionSymbolMapping), and that joined symbol meets the root NetOutput (USER_OUT x IMMUT)
+    b = GraphBuilder("root")
+    b.chain("d:Data", "pc:PartitionedCall", "out:NetOutput")
+    body = b.subgraph("body", owner="pc")
+    body.data("x", 0)
+    body.chain("x", "r:ReLU")
+    body.chain("k:Const", "body_out:NetOutput")
+    body.output("k", 0, netoutput="body_out")
+    model = b.build()
+    topological_sorting(model)
+    ctx = PassContext()
+    facts, table, n_symbols = run_layout_rules(shared_facts(model, ctx), model, model.root, LayoutOptions())
+    whole = get_ref_mapping(model, model.root, _ModelIndex(model))
+    assert n_symbols == len(whole.s2a)
+    assert facts.conflict_symbols and facts.conflict_symbols <= set(whole.s2a)
+    for s in facts.conflict_symbols:
+        assert [a.name for a in table.s2a[s]] == [a.name for a in whole.s2a[s]]

@@ -36,7 +36,7 @@ from .checkers import find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_sorting
 from .refmap import AnchorRef, SymbolTable, anchor_name, get_ref_mapping
-from .rules import LayoutFacts, layout_facts, run_layout_rules_on_classes
+from .rules import LayoutFacts, layout_facts, run_layout_rules
 from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
 
 __all__ = [
@@ -153,7 +153,7 @@ def _process(
     # The facts every decision rests on come from layout.dl (with symbols.dl) on the shared fact database: the
     # symbol classes, the attributes of the anchors of candidate symbols, the candidate anchor pairs, GE's ref
     # map; GE's symbol names and anchor order are assembled for the walked symbols only.
-    facts, table, n_symbols = run_layout_rules_on_classes(db, model, g, opts, engine)
+    facts, table, n_symbols = run_layout_rules(db, model, g, opts, engine)
     marks = marks_from_rules(model, table, facts)
     checked = 0
     for symbol in sorted(facts.conflict_symbols):
@@ -331,7 +331,7 @@ def explain_anchor(model: Model, node: str, out: int, options: Mapping[str, str]
     info = graph_info(top, opts)
     table = get_ref_mapping(work, top, index)
     # the attributes and the ref map as layout.dl derives them for this graph (every anchor, this table)
-    marks = marks_from_facts(work, table, layout_facts(work, top, dict(options or {}), table=table))
+    marks = marks_from_facts(work, table, layout_facts(work, top, dict(options or {})))
     a = AnchorRef(target, "out", out)
     sym = table.a2s.get(a.name)
     lines.append(f"processed graph: {top.name}; graph info: {info.as_dict()}")

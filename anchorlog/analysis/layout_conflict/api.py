@@ -72,7 +72,7 @@ def _derive(model: Model, g: Graph, opts: LayoutOptions, ctx: Any) -> AttributeB
 
     db = shared_facts(model, ctx)
     engine = ctx.engine if getattr(ctx, "engine", None) in ("sqlite", "duckdb") else "sqlite"
-    extra = layout_inputs(model, g, opts, None, scope_all=True)
+    extra = layout_inputs(model, g, opts, scope_all=True)
     res = _program().run(db, engine=engine, extra=extra, outputs=["layout_marked_attr", "layout_var_ref_cand"])
     base = AttributeBase(model, g.name, model.structure_version)
     # without a symbol table the rules derive REFERENCE_OUTPUT only through ref_io (table-independent); the

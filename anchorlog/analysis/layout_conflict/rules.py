@@ -69,11 +69,12 @@ def table_rows() -> dict[str, list[tuple[str, ...]]]:
 
 
 def layout_inputs(
-    model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable | None, *, scope_all: bool = False
+    model: Model, g: Graph, opts: LayoutOptions, *, scope_all: bool = False
 ) -> dict[str, list[tuple[Any, ...]]]:
-    """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, symbol table
-    (none: REFERENCE_OUTPUT through a var is not derived). ``scope_all``: mark the anchors of every graph of the
-    model, not only ``g`` and its nested subgraphs (the hypothetical-table API)."""
+    """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, the tables, and
+    no node order (no symbols: callers that want them add ``node_order`` / ``sym_top``). ``scope_all``: mark
+    the anchors of every graph of the model, not only ``g`` and its nested subgraphs (the hypothetical-table
+    API)."""
     mem_rows = []
     nodes = [n for x in model.graphs for n in x.nodes.values()] if scope_all else all_nodes(model, g)
     for n in nodes:
@@ -81,50 +82,30 @@ def layout_inputs(
             if key in n.attrs:
                 for i, t in enumerate(attr_int_list(n, key)):
                     mem_rows.append((n.graph.name if n.graph else "", n.name, io, i, int(t)))
-    sym_rows = (
-        [
-            (a.node.graph.name if a.node.graph else "", a.node.name, a.io, a.idx, s)
-            for s, anchors in table.s2a.items()
-            for a in anchors
-        ]
-        if table is not None
-        else []
-    )
     return {
         "layout_ctx": [(g.name,)],
         "layout_scope_all": [(1,)] if scope_all else [],
-        "layout_use_classes": [],
         "node_order": [],
         "sym_top": [],
         "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
         "layout_mem_type": mem_rows,
-        "layout_symbol": sym_rows,
         **table_rows(),
     }
 
 
-def run_layout_rules(
-    db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, table: SymbolTable, engine: str = "sqlite"
-) -> LayoutFacts:
-    """Run ``layout.dl`` for processed graph ``g`` on ``db`` (the pipeline's shared fact database)."""
-    res = _program().run(db, engine=engine, extra=layout_inputs(model, g, opts, table), outputs=PASS_OUTPUTS)
-    return _pass_facts(res)
-
-
 # what the pass reads back
 PASS_OUTPUTS = ["layout_candidate_attr", "layout_candidate_pair", "layout_ref_var", "layout_checker"]
-# class mode: GE's table for the walked classes, and the symbol count
-CLASS_OUTPUTS = [
+# GE's table for the walked symbols, and the symbol count
+TABLE_OUTPUTS = [
     "layout_sub_tree",
     "layout_sub_union",
     "layout_sub_merge",
     "layout_sub_nextiter",
     "layout_sub_phantom",
     "layout_late_link",
-    "layout_class_count",
-    "layout_phantom_count",
+    "layout_symbol_count",
 ]
-# symbols.dl's relation names, as anchorlog.analysis.symbols assembles them, for the class-mode subsets
+# symbols.dl's relation names, as anchorlog.analysis.symbols assembles them, for the subsets layout.dl gives
 _SUB_ROWS = {
     "anchor_tree": "layout_sub_tree",
     "sg_out_union": "layout_sub_union",
@@ -136,7 +117,7 @@ _SUB_ROWS = {
 
 
 class _SubResult:
-    """symbols.dl's result relations restricted to the walked classes (what ``symbols._assemble`` reads)."""
+    """symbols.dl's result relations restricted to the walked symbols (what ``symbols._assemble`` reads)."""
 
     def __init__(self, res: Any) -> None:
         self.res = res
@@ -145,88 +126,68 @@ class _SubResult:
         return self.res.rows(_SUB_ROWS[name], **kw)
 
 
-def _pass_facts(res: Any) -> LayoutFacts:
+def _run(
+    db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str, outputs: list[str]
+) -> tuple[Any, Any, dict[int, str]]:
+    """One run of ``layout.dl`` (with ``symbols.dl``) for processed graph ``g``: the result, GE's table of the
+    walked symbols (``symbols._assemble`` on their rows) and symbol id -> GE's symbol name."""
+    from anchorlog.analysis.order import node_order_rows
+    from anchorlog.analysis.symbols import _assemble
+
+    extra = layout_inputs(model, g, opts)
+    extra["node_order"] = node_order_rows(model, g)
+    extra["sym_top"] = [(g.name,)]
+    res = _program().run(db, engine=engine, extra=extra, outputs=outputs + TABLE_OUTPUTS)
+    st = _assemble(_SubResult(res), g.name)
+    # every anchor of a symbol has its GE name; the walked symbols are named after any of theirs
+    ge_name: dict[int, str] = {}
+    for s, g1, n1, io1, i1, *_ in res.rows("layout_candidate_pair", sort=False):
+        if s not in ge_name:
+            ge_name[s] = st.anchor_to_symbol[(g1, n1, io1, int(i1))]
+    return res, st, ge_name
+
+
+def _facts(res: Any, ge_name: dict[int, str], attrs_rel: str) -> LayoutFacts:
     out = LayoutFacts()
     for gname, node, io, idx, attr, _rank in sorted(
-        res.rows("layout_candidate_attr", sort=False), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
+        res.rows(attrs_rel, sort=False), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
     ):
         out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
     for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair", sort=False):
-        out.pairs.setdefault(s, set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
+        out.pairs.setdefault(ge_name[s], set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
     out.conflict_symbols = set(out.pairs)
     out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var", sort=False)}
     out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker", sort=False)}
     return out
 
 
-def run_layout_rules_on_classes(
+def run_layout_rules(
     db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str = "sqlite"
 ) -> tuple[LayoutFacts, SymbolTable, int]:
-    """The pass's form without a precomputed symbol table: ``layout.dl`` takes the symbol classes from
-    ``symbols.dl`` in the same run (GE's ``GetRefMapping(g)`` partition), finds the candidate pairs on them, and
-    only the classes it walks are assembled into GE's names and anchor order (``symbols._assemble``, as for the
-    whole table). Returns the facts keyed by GE's symbol names, the symbol table of the walked symbols, and the
-    number of symbols of GE's whole table."""
-    from anchorlog.analysis.order import node_order_rows
-    from anchorlog.analysis.symbols import _assemble
-
+    """The pass's run of ``layout.dl`` on ``db`` (the pipeline's shared fact database) for processed graph
+    ``g``: the symbols come from ``symbols.dl`` in the same run (GE's ``GetRefMapping(g)`` partition), and only
+    the symbols the pass walks are assembled into GE's names and anchor order. Returns the facts (attributes
+    of the anchors of walked symbols, candidate pairs keyed by GE's symbol names, ref map), GE's table of the
+    walked symbols, and the number of symbols of GE's whole table."""
     from .refmap import from_rule_table
 
-    extra = layout_inputs(model, g, opts, None)
-    extra["layout_use_classes"] = [(1,)]
-    extra["node_order"] = node_order_rows(model, g)
-    extra["sym_top"] = [(g.name,)]
-    res = _program().run(db, engine=engine, extra=extra, outputs=PASS_OUTPUTS + CLASS_OUTPUTS)
-    st = _assemble(_SubResult(res), g.name)
-    facts = _pass_facts(res)
-    # class id -> GE's symbol name (every anchor of a class has the same one)
-    ge_name: dict[str, str] = {}
-    for cls, pairs in facts.pairs.items():
-        anchor = next(iter(next(iter(pairs))))
-        ge_name[cls] = st.anchor_to_symbol[anchor]
-    facts.pairs = {ge_name[c]: p for c, p in facts.pairs.items()}
-    facts.conflict_symbols = set(facts.pairs)
-    count = sum(int(r[0]) for r in res.rows("layout_class_count", sort=False)) + sum(
-        int(r[0]) for r in res.rows("layout_phantom_count", sort=False)
-    )
-    return facts, from_rule_table(model, st), count
+    res, st, ge_name = _run(db, model, g, opts, engine, PASS_OUTPUTS)
+    roots, involved, joined, phantoms = next(iter(res.rows("layout_symbol_count", sort=False)), (0, 0, 0, 0))
+    count = int(roots) - int(involved) + int(joined) + int(phantoms)
+    return _facts(res, ge_name, "layout_candidate_attr"), from_rule_table(model, st), count
 
 
 def layout_facts(
-    model: Model,
-    graph: Graph | None = None,
-    options: dict[str, str] | None = None,
-    engine: str = "sqlite",
-    *,
-    table: SymbolTable | None = None,
+    model: Model, graph: Graph | None = None, options: dict[str, str] | None = None, engine: str = "sqlite"
 ) -> LayoutFacts:
     """Run ``layout.dl`` for ``graph`` (default: the root) of ``model`` on a fresh fact database; ``attrs``
     holds every anchor of the processed graph with an attribute other than NORMAL_INPUT / NORMAL_OUTPUT (an
-    anchor not listed is NORMAL), for tests, notebooks and ``explain``. ``table``: the graph's symbol table
-    when the caller has it (default: computed)."""
-    from anchorlog.facts.relations import FactDB, _ModelIndex
-
-    from .refmap import get_ref_mapping
+    anchor not listed is NORMAL), for tests, notebooks and ``explain``; pairs and conflict symbols by GE's
+    symbol names."""
+    from anchorlog.facts.relations import FactDB
 
     g = graph or model.root
     opts = LayoutOptions.parse(dict(options or {}))
-    if table is None:
-        table = get_ref_mapping(model, g, _ModelIndex(model))
     db = FactDB.from_model(model)
-    res = _program().run(
-        db,
-        engine=engine,
-        extra=layout_inputs(model, g, opts, table),
-        outputs=PASS_OUTPUTS + ["layout_marked_attr", "layout_conflict_symbol"],
-    )
-    out = LayoutFacts()
-    for gname, node, io, idx, attr, _rank in sorted(
-        res.rows("layout_marked_attr", sort=False), key=lambda r: (r[0], r[1], r[2], r[3], r[5])
-    ):
-        out.attrs.setdefault((gname, node, io, int(idx)), []).append(attr)
-    for s, g1, n1, io1, i1, g2, n2, io2, i2 in res.rows("layout_candidate_pair", sort=False):
-        out.pairs.setdefault(s, set()).add(frozenset(((g1, n1, io1, int(i1)), (g2, n2, io2, int(i2)))))
-    out.conflict_symbols = {r[0] for r in res.rows("layout_conflict_symbol", sort=False)}
-    out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var", sort=False)}
-    out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker", sort=False)}
-    return out
+    res, _st, ge_name = _run(db, model, g, opts, engine, PASS_OUTPUTS + ["layout_marked_attr"])
+    return _facts(res, ge_name, "layout_marked_attr")
