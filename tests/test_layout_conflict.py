@@ -9,6 +9,7 @@ from anchorlog.analysis.layout_conflict import (
     construct_single_node_symbol_table,
     explain_anchor,
     is_graph_exist_mem_conflict_symbol,
+    marks_from_facts,
     run,
 )
 from anchorlog.analysis.layout_conflict.attributes import (
@@ -30,11 +31,11 @@ from anchorlog.analysis.layout_conflict.attributes import (
     LayoutOptions,
     Marks,
     graph_info,
-    mark_all,
 )
 from anchorlog.analysis.layout_conflict.checkers import CHECKERS, REGISTRY, find_conflict_nodes
-from anchorlog.analysis.layout_conflict.order import all_nodes, topological_sorting
+from anchorlog.analysis.layout_conflict.order import topological_sorting
 from anchorlog.analysis.layout_conflict.refmap import AnchorRef, get_ref_mapping
+from anchorlog.analysis.layout_conflict.rules import layout_facts
 from anchorlog.analysis.layout_conflict.tables import ABSOLUTE_CONFLICT_ROWS, ABSOLUTE_NO_CONFLICT_ROWS
 from anchorlog.analysis.registry import PassContext
 from anchorlog.facts.builder import GraphBuilder
@@ -53,7 +54,8 @@ def analyse(model: Model, options: dict[str, str] | None = None):
     g = model.root
     index = _ModelIndex(model)
     table = get_ref_mapping(model, g, index)
-    marks = mark_all(model, g, all_nodes(model, g), opts, table, index)
+    # the attributes as the pass gets them: layout.dl (NORMAL for every anchor the rules list nothing for)
+    marks = marks_from_facts(model, table, layout_facts(model, g, options or {}))
     info = graph_info(g, opts)
     found = {}
     for sym in sorted(table.s2a):

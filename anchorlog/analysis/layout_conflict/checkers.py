@@ -16,7 +16,7 @@ from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Node
 from anchorlog.facts.relations import _ModelIndex, ref_from_input
 
-from ._ge import ASSIGN_LIKE_TYPES, DATA_TYPES, PHYSICAL_ADDR_TYPES, VAR_LIKE_TYPES, n_in, n_out
+from ._ge import ASSIGN_LIKE_TYPES, DATA_TYPES, PHYSICAL_ADDR_TYPES, VAR_LIKE_TYPES, memory_type_special, n_in, n_out
 from .attributes import (
     CONT_IN,
     CONT_OUT,
@@ -40,7 +40,6 @@ from .attributes import (
     is_continuous_output,
     is_nopadding_continuous_input,
     is_nopadding_continuous_output,
-    memory_type_special,
 )
 from .refmap import AnchorRef
 from .tables import ABSOLUTE_CONFLICT, ABSOLUTE_NO_CONFLICT
