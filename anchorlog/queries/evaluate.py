@@ -28,6 +28,7 @@ from .syntax import Atom, Const
 
 _ids = itertools.count(1)
 _AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
+_SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an index
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
 
 
@@ -401,12 +402,25 @@ class SQLEvaluation:
                 pass
 
     # -- indexes for iterated joins ------------------------------------------------------------------------
+    def _small(self, rel: str) -> bool:
+        """A finished relation (earlier stratum or fact table) so small that scanning it per lookup costs less
+        than creating an index (each CREATE INDEX is a schema change and a statement of its own)."""
+        if self.engine != "sqlite" or self.dry_run or rel in getattr(self, "_current", ()):
+            return False
+        if rel in self._deferred:
+            return True
+        return self.relation_size(rel) < _SMALL_RELATION
+
     def ensure_lookup_indexes(self, needs: list[tuple[str, tuple[str, ...]]]) -> None:
         for rel, cols in needs:
             ref = self.refs[rel]
             if ref.sql.startswith("main."):
                 if self._db_has_index(rel, cols):
                     continue
+                if self._small(rel):
+                    continue
+            elif self._small(rel):
+                continue
                 # a fact table without a usable index: read a private indexed copy instead (never touch main)
                 copy = self.work_name(rel, "e")
                 if copy not in self.created:
@@ -439,6 +453,7 @@ class SQLEvaluation:
 
     def eval_stratum(self, s: Stratum) -> None:
         members = set(s.relations)
+        self._current = members
         rules = [
             (r, rec)
             for r, rec in zip(s.rules, s.recursive_atoms)
