@@ -32,6 +32,19 @@ _SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an in
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
 
 
+def _rule_atoms(program: Program, rule: Any) -> list[tuple[Atom, bool]]:
+    """``all_atoms(rule)`` computed once per program (rules do not change; runs are many)."""
+    cache = program.__dict__.get("_al_rule_atoms")
+    if cache is None:
+        cache = program.__dict__["_al_rule_atoms"] = {}
+    atoms = cache.get(id(rule))
+    if atoms is None:
+        from .analysis import all_atoms
+
+        atoms = cache[id(rule)] = list(all_atoms(rule))
+    return atoms
+
+
 def _al_pow(a: Any, b: Any) -> Any:
     try:
         r = a**b
@@ -126,9 +139,7 @@ class SQLEvaluation:
         known_types: dict[str, list[str | None]] = {}
         first_use: dict[str, object] = {}
         for r in p.ast.rules:
-            from .analysis import all_atoms
-
-            for atom, _ in all_atoms(r):
+            for atom, _ in _rule_atoms(p, r):
                 first_use.setdefault(atom.rel, atom.place)
         for rel, rows in self.extra.items():
             if rel not in p.arity:
@@ -462,12 +473,10 @@ class SQLEvaluation:
         if not rules:
             return  # the relations stay empty (and, if deferred, without a table)
         if self._deferred:
-            from .analysis import all_atoms
-
             for rel in s.relations:
                 self.materialize(rel)
             for r, _ in rules:
-                for atom, _neg in all_atoms(r):
+                for atom, _neg in _rule_atoms(self.p, r):
                     self.materialize(atom.rel)
         # negations and aggregates are correlated subqueries probing earlier relations (derived ones are
         # plain work tables): index the probed columns, else each probe is a scan and the stratum quadratic
@@ -738,8 +747,6 @@ class SQLEvaluation:
     def _mark_terminal(self, strata: list[Stratum], wanted: list[str]) -> None:
         """Wanted relations no other stratum reads: their tuples can go straight to the result (one SELECT, no
         INSERT into a work table and second read). SQLite only, never for relations with seed rows."""
-        from .analysis import all_atoms
-
         self._direct: dict[str, list[tuple]] = {}
         self._terminal: set[str] = set()
         if self.engine != "sqlite" or self.dry_run:
@@ -747,7 +754,7 @@ class SQLEvaluation:
         read: dict[str, set[int]] = {}
         for s in strata:
             for r in s.rules:
-                for atom, _neg in all_atoms(r):
+                for atom, _neg in _rule_atoms(self.p, r):
                     read.setdefault(atom.rel, set()).add(s.index)
         for s in strata:
             if len(s.relations) != 1:
@@ -778,8 +785,6 @@ class SQLEvaluation:
 
     def needed_strata(self, wanted: list[str]) -> list[Stratum]:
         """The strata the wanted relations depend on (transitively); the others are not evaluated."""
-        from .analysis import all_atoms
-
         needed = set(wanted)
         keep: list[Stratum] = []
         for s in reversed(self.p.strata):
@@ -787,7 +792,7 @@ class SQLEvaluation:
                 continue
             keep.append(s)
             for r in s.rules:
-                needed.update(atom.rel for atom, _ in all_atoms(r))
+                needed.update(atom.rel for atom, _ in _rule_atoms(self.p, r))
         return keep[::-1]
 
     def fetch(self, rel: str) -> list[tuple]:
