@@ -57,15 +57,6 @@ MATRIX: dict[str, dict[str, str]] = {
     OUT_W: {IN_RO: DO_NOTHING, IN_W: DO_NOTHING, IN_SW: INSERT_IDENTITY},
 }
 
-WHILE_TYPES = frozenset({"While", "_While", "StatelessWhile"})
-VAR_LIKE = frozenset({"Variable", "VariableV2", "RefData"})
-DATA_TYPES = frozenset({"Data", "RefData", "AippData", "AnnData"})
-CONST_TYPES = frozenset({"Const", "Constant", "ConstPlaceHolder"})
-IDENTITY_LIKE = frozenset({"Identity", "ReadVariableOp"})
-ASSIGN_LIKE = frozenset(
-    {"AssignAdd", "Assign", "AssignSub", "AssignAddVariableOp", "AssignSubVariableOp", "AssignVariableOp"}
-)
-PARENT_NODE_INDEX = "_parent_node_index"
 # Tensor attrs an Identity's descs keep: GE rebuilds the descs through the public TensorDesc, which keeps
 # dtype/shape/format and the origin ones, not the source tensor's other attrs (e.g. ref_var_src_var_name).
 _KEPT_TENSOR_ATTRS = ("origin_format", "origin_shape")
@@ -92,7 +83,8 @@ def conflict_result(out_t: str, in_t: str) -> str:
 
 
 def merge_input_types(types: set[str]) -> str:
-    """GE ``GetInputRwTypeInConflict``: the input type of a wrapper seen through its subgraph Data nodes."""
+    """GE ``GetInputRwTypeInConflict``: the input type of a wrapper seen through its subgraph Data nodes (the pass
+    takes it from rule ``rwd_wtype``; this is the same merge for API callers and tests)."""
     if IN_INVALID in types or (IN_W in types and IN_SW in types):
         return IN_INVALID
     if IN_SW in types:
@@ -100,18 +92,6 @@ def merge_input_types(types: set[str]) -> str:
     if IN_W in types:
         return IN_W
     return IN_RO
-
-
-def _bool(holder: Any, key: str) -> bool:
-    a = holder.attrs.get(key)
-    return a is not None and a.kind == "b" and bool(a.value)
-
-
-def _int_attr(holder: Any, key: str) -> int | None:
-    a = holder.attrs.get(key)
-    if a is None or a.kind not in ("i", "dt") or isinstance(a.value, bool):
-        return None
-    return int(a.value)
 
 
 def identity_desc(src: Node, out_idx: int) -> TensorDesc:
@@ -175,6 +155,7 @@ PASS_OUTPUTS = (
     "rwc_remove_via",
     "rwd_cur_t0",
     "rwd_cur_win",
+    "rw_matrix",
 )
 _PROGRAM: Any = None
 
@@ -232,6 +213,11 @@ class RWFacts:
         self.active: set[tuple[str, str]] = {(g, s) for g, s, _o in self.acting} | self.ident
         self.cache_t0 = res.rows("rwd_cur_t0", sort=False)
         self.cache_in = res.rows("rwd_cur_win", sort=False)
+        self.matrix = {(o, i): r for o, i, r in res.rows("rw_matrix", sort=False)}
+
+    def result(self, out_t: str, in_t: str) -> str:
+        """The matrix cell of rule ``rw_matrix`` (WRONG_GRAPH for a type the matrix does not know)."""
+        return self.matrix.get((out_t, in_t), WRONG_GRAPH)
 
     def out_type(self, g: str, n: str, o: int) -> tuple[str, str]:
         return self.out_t.get((g, n, o), (OUT_INVALID, "no type derived (no such output)"))
@@ -322,7 +308,10 @@ class RWTypes:
                 self._private_db = FactDB.from_model(self.model)
                 self._edited = False
             db = self._private_db
-        res = _program().run(db, engine=self.ctx.engine, extra=extra, outputs=list(PASS_OUTPUTS))
+        # SQLite always, as the TensorMove pass does with the same rules: the shared fact database is an in-memory
+        # SQLite one (DuckDB would copy every table per evaluation for joins over ~1 % of the anchors), and DuckDB
+        # rejects rw_types.dl's `V > 0` over the mixed-type attribute value column (special_size)
+        res = _program().run(db, engine="sqlite", extra=extra, outputs=list(PASS_OUTPUTS))
         self.evaluations += 1
         self._facts = RWFacts(res)
         self.in_changed.clear()
@@ -552,7 +541,7 @@ class RWTypes:
             return True
         ko, ki = (a[0].name, src, src_out), (b[0].name, succ, succ_in)
         facts = self.evaluate(ask_out=[ko], ask_in=[ki])
-        return conflict_result(facts.out_type(*ko)[0], facts.in_type(*ki)[0]) != DO_NOTHING
+        return facts.result(facts.out_type(*ko)[0], facts.in_type(*ki)[0]) != DO_NOTHING
 
     def is_node_input_writable(self, node: str, i: int) -> bool:
         """GE ``IsNodeInputWritable``: input type kWriteable or kScopeWriteable (unknown node -> False)."""
@@ -824,7 +813,7 @@ def _explain_output(rw: RWTypes, graph: Graph, node: Node, out: int) -> list[str
             lines.append(f"  -> {c}:{k}: skipped (_skip_rw_conflict, handled by hccl-memcpy)")
             continue
         in_t, in_why = facts.in_type(graph.name, c, k)
-        lines.append(f"  -> {c}:{k} ({cn.type}) input type {in_t}: {in_why}; matrix -> {conflict_result(out_t, in_t)}")
+        lines.append(f"  -> {c}:{k} ({cn.type}) input type {in_t}: {in_why}; matrix -> {facts.result(out_t, in_t)}")
     return lines
 
 
@@ -868,7 +857,7 @@ def explain(model: Model, name: str, *, options: dict[str, str], anchor: tuple[s
                 c, k = cons[0]
                 c_t = facts.in_type(graph.name, c, k)[0] if (graph.name, c, k) in facts.in_t else rw.input_type_of(c, k)
                 lines.append(
-                    f"RemoveNoUseIdentity: matrix({p_t}, {c_t}) = {conflict_result(p_t, c_t)} "
+                    f"RemoveNoUseIdentity: matrix({p_t}, {c_t}) = {facts.result(p_t, c_t)} "
                     "(removed when DO_NOTHING unless next to a subgraph, before a StreamMerge or guarding an Assign)"
                 )
     run_on = copy.deepcopy(model)
