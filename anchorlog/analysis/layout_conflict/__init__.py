@@ -12,6 +12,7 @@ that fired.
 from __future__ import annotations
 
 import copy
+import gc
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -192,7 +193,20 @@ def _process(
 
 @register("layout-conflict", options=OPTION_VALIDATORS)
 def run(model: Model, ctx: PassContext) -> dict[str, Any]:
-    """Memory layout conflicts (GE MemLayoutConflictOptimizer): Identity where anchor attributes clash."""
+    """Memory layout conflicts (GE MemLayoutConflictOptimizer): Identity where anchor attributes clash.
+
+    The cyclic garbage collector is paused meanwhile (as the other passes do): a large model is millions of
+    long-lived objects that every full collection would rescan while the pass allocates short-lived rows."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(model, ctx)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run(model: Model, ctx: PassContext) -> dict[str, Any]:
     opts = LayoutOptions.parse(ctx.options)
     tops = top_static_graphs(model)
     if not tops:
