@@ -361,3 +361,75 @@ def test_pydatalog_negation_of_an_empty_relation_is_true():
     )
     for engine in ("sqlite", "pydatalog"):
         assert prog.run(None, engine=engine).rows("c") == [("x",)], engine
+
+
+# ------------------------------------------------------------------------------------- cost-control paths
+
+
+def test_rows_unsorted_are_the_sorted_rows(edges):
+    res = run(TC, edges)
+    assert sorted(res.rows("reach", sort=False)) == res.rows("reach")
+    assert res.rows("reach") == sorted(res.rows("reach"))
+
+
+def test_sorted_rows_with_mixed_kinds_use_the_typed_order():
+    # a column mixing NULL, numbers and strings: NULLs first, then numbers, then strings (per column)
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE v (x)")
+    c.executemany("INSERT INTO v VALUES (?)", [("b",), (2,), (None,), ("a",), (1.5,)])
+    res = run("r(X) :- v(X).", c)
+    assert res.rows("r") == [(None,), (1.5,), (2,), ("a",), ("b",)]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb"])
+def test_terminal_relation_keeps_column_affinity_and_sets(engine):
+    # r is returned straight from its SELECT on SQLite; a text '5' into a number column becomes 5 there as on
+    # INSERT, and the two 5s are one tuple
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE e (x)")
+    c.executemany("INSERT INTO e VALUES (?)", [("5",), (5,), (7,)])
+    res = run(".decl r(x: number)\n.output r\nr(X) :- e(X).", c, engine=engine)
+    assert res.rows("r") == [(5,), (7,)]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "duckdb"])
+def test_empty_relations_skip_rules_but_negation_sees_them_empty(engine):
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE e (x INTEGER)")
+    c.execute("CREATE TABLE f (x INTEGER)")  # empty
+    c.executemany("INSERT INTO e VALUES (?)", [(1,), (2,)])
+    text = """
+    .decl a(x: number)
+    .decl b(x: number)
+    .decl c(x: number)
+    .decl d(x: number, y: number)
+    a(X) :- f(X).
+    b(X) :- e(X), !a(X).
+    c(X) :- a(X), e(X).
+    d(X, Y) :- a(X), e(Y).
+    d(X, Y) :- d(Y, X).
+    .output b
+    .output c
+    .output d
+    """
+    res = run(text, c, engine=engine)
+    assert res.rows("b") == [(1,), (2,)]
+    assert res.rows("c") == [] and res.rows("d") == []
+
+
+def test_join_order_prefers_bound_names_over_bound_numbers():
+    from anchorlog.queries.sqlgen import join_order
+
+    prog = Program.from_text(
+        """
+        .decl delta(sg: symbol, o: number)
+        .decl out_port(g: symbol, n: symbol, o: number)
+        .decl sub(g: symbol, n: symbol, sg: symbol)
+        h(G, N, O) :- delta(SG, O), out_port(G, N, O), sub(G, N, SG).
+        """
+    )
+    rule = prog.rules[0]
+    types = {"delta": ["symbol", "number"], "out_port": ["symbol", "symbol", "number"], "sub": ["symbol"] * 3}
+    # without types: written order (both share one bound column); with them: the lookup by the bound name
+    assert join_order(rule, 0) == [0, 1, 2]
+    assert join_order(rule, 0, types) == [0, 2, 1]
