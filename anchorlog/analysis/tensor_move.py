@@ -325,8 +325,11 @@ class TMRules:
             self._io_rows = by_node
         return [r for k in sorted(nodes) for r in self._io_rows.get(k, ())]
 
-    def derive(self, seed: list[tuple[str, str]]) -> dict[str, list[tuple]]:
-        """The decision relations of the TensorMoves ``seed`` on the current facts."""
+    def derive(
+        self, seed: list[tuple[str, str]], outputs: tuple[str, ...] = DECISION_OUTPUTS
+    ) -> dict[str, list[tuple]]:
+        """The relations ``outputs`` (default: those the decisions read; add :data:`REPORT_OUTPUTS` for
+        reports and tests) of the TensorMoves ``seed`` on the current facts, plus ``tm_pending_cycle``."""
         self.runs += 1
         trace = self.trace_prog.run(self.db, engine=self.engine, outputs=["tm_path"], extra={"tm_seed": seed}).rows(
             "tm_path"
@@ -341,8 +344,9 @@ class TMRules:
                 "rw_unprimed": [] if self.primed else [(1,)],
                 **self.options_rows,
             }
-            res = self.prog.run(sl, engine="sqlite", outputs=list(DECISION_OUTPUTS + REPORT_OUTPUTS), extra=extra)
-            out = {r: res.rows(r) for r in DECISION_OUTPUTS + REPORT_OUTPUTS}
+            wanted = list(dict.fromkeys(("tm_pending", *outputs)))
+            res = self.prog.run(sl, engine="sqlite", outputs=wanted, extra=extra)
+            out = {r: res.rows(r) for r in wanted}
         finally:
             sl.close()
         out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
@@ -1080,7 +1084,7 @@ def derive_facts(
     reuse = ReuseConfig(opts.get(OPT_OUTPUT_REUSE), opts.get(OPT_INPUT_REUSE))
     rules = TMRules(model, source, engine=engine, primed=primed, reuse=reuse)
     seed = [(g.name, n.name) for g in model.graphs for n in g.nodes.values() if n.type == "TensorMove"]
-    out = rules.derive(seed)
+    out = rules.derive(seed, DECISION_OUTPUTS + REPORT_OUTPUTS)
     if set(SYMBOL_OUTPUTS) & set(outputs):
         from anchorlog.analysis.graph_lint import topo_positions
         from anchorlog.analysis.rw_conflict import io_name_rows
