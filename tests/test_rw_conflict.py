@@ -653,3 +653,38 @@ def test_unchanged_graph_needs_one_evaluation() -> None:
     m = b.build()
     rw = _same_as_replay(m)
     assert rw.evaluations == 1 and [d.action for d in rw.decisions] == ["skip"]
+
+
+def test_removals_after_splits_read_a_slice_and_match_the_replay() -> None:
+    # every Identity has a reader and a scope-writer: each split changes its producer's fan-out, and its removal
+    # is decided on the rules evaluated over the Identity's neighbourhood only (not the whole graph)
+    b = GraphBuilder("g")
+    b.chain("d:Data")
+    last = "d"
+    for i in range(4):
+        b.chain(last, f"a{i}:ReLU", f"id{i}:Identity", f"r{i}:ReLU")
+        b.chain(f"id{i}", f"hc{i}:HcomAllReduce")
+        b.attr(f"hc{i}", "_input_mutable", True)
+        b.chain(f"hc{i}", f"m{i}:Mul")
+        b.edge(f"r{i}", 0, f"m{i}", 1)
+        last = f"m{i}"
+    m = b.build()
+    rw = _same_as_replay(m)
+    assert rw.slice_evaluations == 4 and rw.evaluations == 5
+    assert all(m.find_node(f"id{i}") is None for i in range(4))
+
+
+def test_identity_guarding_an_assign_kept_after_its_split() -> None:
+    # v -> id -> {r, hc (scope-writes)}, v -> asg (ref), control id -> asg: after the split id guards the read
+    # of v before the Assign (IsIdentityUsefulForRWControl), so RemoveNoUseIdentity keeps it
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "id:Identity", "r:ReLU")
+    b.chain("id", "hc:HcomAllReduce")
+    b.attr("hc", "_input_mutable", True)
+    b.chain("v", "asg:Assign")
+    b.chain("c:Const", "asg")
+    b.ref_op("asg", {0: 0})
+    b.ctrl("id", "asg")
+    m = b.build()
+    _same_as_replay(m)
+    assert m.find_node("id") is not None

@@ -272,6 +272,7 @@ class RWTypes:
         self.decisions: list[Decision] = []
         self.warnings: list[str] = []
         self.evaluations = 0
+        self.slice_evaluations = 0
         self._io_rows: list[tuple[str, str, str, int, str]] | None = None
         self._cache: tuple[list[tuple], list[tuple]] | None = None
         self._facts: RWFacts | None = None
@@ -283,7 +284,6 @@ class RWTypes:
     def evaluate(self, ask_out: Iterable[tuple] = (), ask_in: Iterable[tuple] = ()) -> RWFacts:
         """Run the pass relations of ``rw_types.dl`` on the current graph (the shared fact database, refreshed
         where edits landed). ``ask_out``/``ask_in``: further (graph, node, idx) anchors to type."""
-        from anchorlog.analysis.fact_cache import shared_facts
 
         if self._io_rows is None:
             # op input/output names only feed the ref relations; the nodes this pass adds (Identity x -> y) have
@@ -297,17 +297,7 @@ class RWTypes:
         if self._cache is not None:
             extra["rwc_cached"] = [(1,)]
             extra["rwc_cache_t0"], extra["rwc_cache_in"] = self._cache
-        if self.shared:
-            db = shared_facts(self.model, self.ctx)
-        else:
-            from anchorlog.facts.relations import FactDB
-
-            if self._private_db is None or self._edited:
-                if self._private_db is not None:
-                    self._private_db.close()
-                self._private_db = FactDB.from_model(self.model)
-                self._edited = False
-            db = self._private_db
+        db = self._fact_db()
         # SQLite always, as the TensorMove pass does with the same rules: the shared fact database is an in-memory
         # SQLite one (DuckDB would copy every table per evaluation for joins over ~1 % of the anchors), and DuckDB
         # rejects rw_types.dl's `V > 0` over the mixed-type attribute value column (special_size)
@@ -333,6 +323,73 @@ class RWTypes:
         facts = RWFacts.__new__(RWFacts)
         facts.refs = refs
         return facts
+
+    def _fact_db(self) -> Any:
+        """The fact database the rules read, current with every edit so far."""
+        from anchorlog.analysis.fact_cache import shared_facts
+
+        if self.shared:
+            return shared_facts(self.model, self.ctx)
+        from anchorlog.facts.relations import FactDB
+
+        if self._private_db is None or self._edited:
+            if self._private_db is not None:
+                self._private_db.close()
+            self._private_db = FactDB.from_model(self.model)
+            self._edited = False
+        return self._private_db
+
+    def evaluate_around(self, graph: Graph, names: set[str]) -> RWFacts:
+        """The pass relations on a slice of the fact database: every row of the nodes ``names`` (with all their
+        data/control edges) and the whole subgraph structure. Exact for facts that read only those nodes (an
+        Identity's removal after its split: its producers, consumers, their fan-out, its control successors), and
+        it costs a few small tables instead of a walk over the whole graph. The walk's facts stay marked stale."""
+        import sqlite3
+
+        from anchorlog.facts.relations import INDEXES, SCHEMA
+
+        db = self._fact_db()
+        src = getattr(db, "conn", db)
+        keys = sorted((graph.name, n) for n in names)
+        src.execute("CREATE TEMP TABLE IF NOT EXISTS rwc_slice (graph TEXT, node TEXT)")
+        src.execute("DELETE FROM temp.rwc_slice")
+        src.executemany("INSERT INTO temp.rwc_slice VALUES (?, ?)", keys)
+        sl = sqlite3.connect(":memory:")
+        try:
+            for rel, cols in SCHEMA.items():
+                names_ = [c for c, _ in cols]
+                sl.execute(f'CREATE TABLE "{rel}" (' + ", ".join(f'"{c}"' for c in names_) + ")")
+                sel = ", ".join(f'r."{c}"' for c in names_)
+                if rel in ("data_edge", "ctrl_edge"):
+                    q = (
+                        f'SELECT {sel} FROM temp.rwc_slice d CROSS JOIN main."{rel}" r ON r.graph = d.graph AND '
+                        f'r.src = d.node UNION SELECT {sel} FROM temp.rwc_slice d CROSS JOIN main."{rel}" r ON '
+                        "r.graph = d.graph AND r.dst = d.node"
+                    )
+                elif "graph" in names_ and ("node" in names_ or "name" in names_) and rel != "subgraph":
+                    col = "name" if rel == "node" else "node"
+                    q = f'SELECT {sel} FROM temp.rwc_slice d CROSS JOIN main."{rel}" r ON r.graph = d.graph AND r."{col}" = d.node'
+                else:  # graph, subgraph, parent_in, parent_out, op_class: the structure, whole
+                    q = f'SELECT {sel} FROM main."{rel}" r'
+                rows = src.execute(q).fetchall()
+                if rows:
+                    sl.executemany(f'INSERT INTO "{rel}" VALUES (' + ", ".join("?" * len(names_)) + ")", rows)
+                for i, idx in enumerate(INDEXES.get(rel, ())):
+                    sl.execute(f'CREATE INDEX "ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")")
+            src.execute("DELETE FROM temp.rwc_slice")
+            wanted = set(keys)
+            extra: dict[str, list[tuple]] = {
+                "io_name": [r for r in (self._io_rows or []) if (r[0], r[1]) in wanted],
+            }
+            if self._cache is not None:
+                extra["rwc_cached"] = [(1,)]
+                extra["rwc_cache_t0"], extra["rwc_cache_in"] = self._cache
+            res = _program().run(sl, engine="sqlite", extra=extra, outputs=list(PASS_OUTPUTS))
+        finally:
+            sl.close()
+        self.evaluations += 1
+        self.slice_evaluations += 1
+        return RWFacts(res)
 
     @property
     def facts(self) -> RWFacts:
@@ -738,7 +795,14 @@ def handle_memory_rw_conflict(model: Model, ctx: PassContext | None = None) -> R
             split_identity(rw, graph, node, facts)
             if graph.nodes.get(node.name) is not node:
                 continue
-            facts = rw.current_for(graph, node)
+            if rw._stale_for(graph, node):
+                # the split changed this Identity's consumers and its producer's fan-out: its removal reads only
+                # the Identity's neighbourhood, so the rules run on that slice instead of the whole graph
+                around = _neighbourhood(graph, [node.name])
+                for a in node.inputs:
+                    if a is not None:
+                        around |= _neighbourhood(graph, [a[0]])
+                facts = rw.evaluate_around(graph, around)
             remove_no_use_identity(rw, graph, node, facts)
             if graph.nodes.get(node.name) is not node:
                 continue
