@@ -110,3 +110,20 @@ def test_lint_changes_nothing() -> None:
     before = [(n.name, list(n.inputs), list(n.ctrl_inputs)) for n in m.all_nodes()]
     run_passes(m, ["graph-lint"], PassContext())
     assert before == [(n.name, list(n.inputs), list(n.ctrl_inputs)) for n in m.all_nodes()]
+
+
+def test_pipeline_fact_database_gives_the_same_findings() -> None:
+    # in a pipeline graph-lint reads the shared fact database (refreshed after edits) instead of a lean one
+    from anchorlog.analysis.fact_cache import shared_facts
+    from anchorlog.facts.relations import FactDB
+
+    for model in (var_graph(), var_graph(("r", "asg"))):
+        alone = verify(model)
+        assert verify(model, db=FactDB.from_model(model)) == alone
+        ctx = PassContext()
+        db = shared_facts(model, ctx)
+        tables = {r[0] for r in db.conn.execute("SELECT name FROM main.sqlite_master")}
+        section = run_passes(model, ["graph-lint"], ctx)["passes"][0]
+        assert section["unordered"] == alone["unordered"]
+        # the shared database is only read: no auxiliary tables left in it
+        assert {r[0] for r in db.conn.execute("SELECT name FROM main.sqlite_master")} == tables

@@ -35,3 +35,13 @@ def shared_facts(model: Model, ctx: PassContext) -> FactDB:
             db.refresh_nodes(g, sorted(g.touched), model)
             g.touched.clear()
     return db
+
+
+def current_facts(model: Model, ctx: PassContext) -> FactDB | None:
+    """The pipeline's shared fact database of ``model`` when one exists and only needs the incremental refresh
+    of :func:`shared_facts` (no full rebuild); None otherwise. For passes that can work from a cheaper
+    private database when no shared one is at hand."""
+    entry = ctx.state.get(_KEY)
+    if entry is None or entry["model"] is not model or entry["structure"] != model.structure_version:
+        return None
+    return shared_facts(model, ctx)

@@ -220,19 +220,18 @@ def verify(model: Model, *, engine: str = "sqlite", db: Any = None) -> dict[str,
     """Run GraphLint on ``model``; returns ``{"first": entry|None, "unordered": [...], "aborted": str|None}``.
 
     ``db``: a fact database to query (a lean one holding just the relations the rules read is built when
-    omitted); the auxiliary tables ``io_name`` and ``reach_pos`` are (re)created in it."""
+    omitted); it is only read (``io_name`` and ``reach_pos`` are handed to the rules as ``extra=`` rows)."""
     prog = _program()
     holder = _Conn(lean_fact_db(model, matched_node_types(prog))) if db is None else db
-    install_aux_table(holder, "io_name", lint_io_name_rows(model, lint_relevant_nodes(model)))
+    extra: dict[str, list[tuple]] = {"io_name": lint_io_name_rows(model, lint_relevant_nodes(model)), "reach_pos": []}
     # the pairs first; topological positions (what bounds reachability) only when there are pairs to order.
     # (The rules' join orders are forced by the engine, so no ANALYZE statistics are needed.)
-    install_aux_table(holder, "reach_pos", [])
-    res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS)
+    res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS, extra=extra)
     positions: list[tuple[str, str, int]] = []
     if res.count("lint_pair"):
         positions = topo_positions(model)
-        install_aux_table(holder, "reach_pos", positions)
-        res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS + ["lint_ordered"])
+        extra["reach_pos"] = positions
+        res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS + ["lint_ordered"], extra=extra)
     pos = {(g, n): p for g, n, p in positions} if positions else _stored_positions(model)
     gidx = {g.name: i for i, g in enumerate(model.graphs)}
     writers: dict[tuple, set[str]] = {}
@@ -289,8 +288,12 @@ def _in_order(names: list[str], keep: set[str]) -> list[str]:
 @register("graph-lint")
 def run(model: Model, ctx: PassContext) -> dict:
     """GraphLint: W18888 when a writer of a shared output is unordered with another writer or a reader."""
+    from anchorlog.analysis.fact_cache import current_facts
+
     with no_gc():
-        result = verify(model, engine=ctx.engine)
+        # in a pipeline that already keeps a fact database, read it (refreshed where passes edited) instead of
+        # building the lean one
+        result = verify(model, engine=ctx.engine, db=current_facts(model, ctx))
     if result["first"] is not None:
         ctx.report.setdefault("lint", []).append(result["first"])
     section: dict[str, Any] = {
