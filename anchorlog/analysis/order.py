@@ -9,6 +9,7 @@ the relation ``node_order(graph, node, ord)``.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
@@ -107,6 +108,25 @@ def topological_sorting(model: Model) -> None:
     """``root.TopologicalSorting()``: GE's DFS order for every graph (remembered for :func:`graph_nodes`) and
     ``id`` renumbered over ``GetAllNodes(root)``."""
     _TOPO[model] = {g.name: dfs_topo_order(g) for g in model.graphs}
+    for i, n in enumerate(all_nodes(model, model.root)):
+        n.id = i
+
+
+def topological_resort(model: Model, edited: Iterable[str]) -> None:
+    """:func:`topological_sorting` after edits confined to the graphs named ``edited`` since the last sort of
+    ``model``: a graph's DFS order depends on its own nodes and edges only, so only those graphs are sorted
+    again (plus any graph whose node count changed); ids are renumbered over ``GetAllNodes(root)`` as a full
+    sort does. A full sort when the model was never sorted or its list of graphs changed."""
+    cached = _TOPO.get(model)
+    if cached is None or len(cached) != len(model.graphs) or any(g.name not in cached for g in model.graphs):
+        topological_sorting(model)
+        return
+    names = set(edited)
+    order = dict(cached)
+    for g in model.graphs:
+        if g.name in names or len(order[g.name]) != len(g.nodes):
+            order[g.name] = dfs_topo_order(g)
+    _TOPO[model] = order
     for i, n in enumerate(all_nodes(model, model.root)):
         n.id = i
 

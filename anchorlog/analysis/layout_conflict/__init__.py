@@ -35,7 +35,7 @@ from .api import forget_layout_attributes, graph_has_mem_conflict_symbol
 from .attributes import AnchorAttribute, LayoutOptions, Marks, graph_info
 from .checkers import find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
-from .order import all_nodes, topological_sorting
+from .order import all_nodes, topological_resort, topological_sorting
 from .refmap import AnchorRef, SymbolTable, anchor_name, get_ref_mapping
 from .rules import LayoutFacts, layout_facts, run_layout_rules
 from .solve import IdentityNamer, is_skip_insert_in, is_skip_insert_out, solve_in_anchor, solve_out_anchor
@@ -220,11 +220,14 @@ def _run(model: Model, ctx: PassContext) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     for g in tops:
         records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer, ctx))
-    if records:  # GE sorts again here; without insertions the order and ids are unchanged
-        topological_sorting(model)
+    # GE sorts the whole root again after the control-node step and after MemConflictProc (new nodes get ids);
+    # the only edits since the last sort are this pass's insertions, so only the graphs they landed in are
+    # sorted again (the others' order cannot have changed) and ids are renumbered over the whole model
+    if records:  # without insertions the order and ids are unchanged
+        topological_resort(model, {r["graph"] for r in records if "identity" in r})
     graphs = [_process(model, g, opts, namer, records, ctx) for g in tops]
     if any("identity" in r for r in records):
-        topological_sorting(model)  # GE sorts the root after MemConflictProc: new nodes get ids
+        topological_resort(model, {r["graph"] for r in records if "identity" in r})
     inserted = [r for r in records if "identity" in r]
     env_used = environment_influence(ctx.options)
     return {

@@ -7,5 +7,6 @@ from anchorlog.analysis.order import (  # noqa: F401  (re-exported for the layou
     ge_graph_nodes,
     graph_nodes,
     node_order_rows,
+    topological_resort,
     topological_sorting,
 )
