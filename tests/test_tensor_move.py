@@ -595,8 +595,44 @@ def test_report_relations_of_the_rule_program():
     assert facts["tm_source"] == [("g", "tm", "g", "v", "Variable", 0)]
     assert facts["tm_reserved"] == [("g", "tm", "no_need_constant_folding")]
     assert facts["tm_succ"] == [("g", "tm", "succ", 0, "Add", 1, 0)]
-    assert ("g", "tm", 0, "sib", 0) in facts["tm_sibling"]
     assert ("g", "tm", 0, 2) in facts["tm_path_consumers"]
+    # a special source with a successor passing its input on: Rule 1 keeps tm, so no sibling rows are derived
+    assert facts["tm_succ_unsafe"] == [("g", "tm", "succ", 0, "ref_out")] and facts["tm_sibling"] == []
+
+
+def test_siblings_derived_only_when_rule1_lets_the_tensor_move_through():
+    # same shape with a plain source: Rule 1 passes, Rule 3 reads the sibling on the shared anchor
+    b = GraphBuilder("g")
+    b.chain("a:ReLU", "rs:Reshape", "tm:TensorMove", "succ:Add")
+    b.chain("rs", "sib:ReLU")
+    b.reuse_input("succ", 0, 0)
+    facts = derive_facts(b.build())
+    assert facts["tm_src_class"] == [] and ("g", "tm", 0, "sib", 0) in facts["tm_sibling"]
+    # a special source whose successors are all safe: siblings are derived too
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "rs:Reshape", "tm:TensorMove", "succ:ReLU")
+    b.chain("rs", "sib:ReLU")
+    facts = derive_facts(b.build())
+    assert facts["tm_succ_unsafe"] == [] and ("g", "tm", 0, "sib", 0) in facts["tm_sibling"]
+
+
+def test_siblings_of_a_graph_input_derived_only_when_a_reuse_option_covers_it():
+    def shared_input() -> Model:
+        b = GraphBuilder("g")
+        b.node("data:Data").set_attr("index", 0)
+        b.chain("data", "tm:TensorMove", "succ:ReLU")
+        b.chain("data", "sib:ReLU")
+        return b.build()
+
+    # Rule 2 keeps tm (graph input 0 without a reuse option): its many readers are not derived per TensorMove
+    facts = derive_facts(shared_input())
+    assert facts["tm_data_index"] == [("g", "tm", 0)] and facts["tm_reuse"] == [] and facts["tm_sibling"] == []
+    assert verdict(run(shared_input()), "tm")["kept_by"] == "rule2-reuse"
+    # input 0 declared reusable: Rule 3 runs and reads the sibling
+    facts = derive_facts(shared_input(), options={REUSE_IN: "0"})
+    assert facts["tm_sibling"] == [("g", "tm", 0, "sib", 0)]
+    sec = run_tensor_move_delete(shared_input(), {REUSE_IN: "0"})
+    assert verdict(sec, "tm")["facts"]["siblings"] == {"data:0": ["sib:0"]}
 
 
 def test_symbol_table_merged_after_each_deletion():

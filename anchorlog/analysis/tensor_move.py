@@ -437,38 +437,51 @@ class TMRules:
         src.execute("CREATE INDEX IF NOT EXISTS temp.ix_tm_demand ON tm_demand (graph, node)")
         src.execute("DELETE FROM temp.tm_demand")
         src.executemany("INSERT INTO temp.tm_demand VALUES (?, ?)", sorted(sliced))
+        # The slice is filled inside SQLite (INSERT ... SELECT into a database attached to the shared connection,
+        # then handed over as one serialized image): the rows never become Python objects.
+        if src.in_transaction:
+            src.commit()
+        src.execute("ATTACH DATABASE ':memory:' AS tm_slice")
+        try:
+            for rel, cols in SCHEMA.items():
+                if rel not in _SLICE_WHOLE and rel not in _SLICE_BY_NODE and rel not in ("data_edge", "ctrl_edge"):
+                    continue
+                names = [c for c, _ in cols]
+                src.execute(f'CREATE TABLE tm_slice."{rel}" (' + ", ".join(f'"{c}"' for c in names) + ")")
+                sel = ", ".join(f'r."{c}"' for c in names)
+                if rel in _SLICE_WHOLE:
+                    q = f'SELECT {sel} FROM main."{rel}" r'
+                elif rel in _SLICE_BY_NODE:
+                    col = _SLICE_BY_NODE[rel]
+                    q = (
+                        f'SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
+                        f'ON r.graph = d.graph AND r."{col}" = d.node'
+                    )
+                    if rel == "tensor_attr":
+                        q += " WHERE r.key IN (" + ", ".join(f"'{k}'" for k in _SLICE_TENSOR_KEYS) + ")"
+                else:  # edges touching a demanded node, found from either end by index
+                    q = (
+                        f'SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
+                        f"ON r.graph = d.graph AND r.src = d.node "
+                        f'UNION SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
+                        f"ON r.graph = d.graph AND r.dst = d.node"
+                    )
+                src.execute(f'INSERT INTO tm_slice."{rel}" {q}')
+                for i, idx in enumerate(INDEXES.get(rel, ())):
+                    src.execute(
+                        f'CREATE INDEX tm_slice."ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")"
+                    )
+            src.execute("DELETE FROM temp.tm_demand")
+            src.commit()
+            image = src.serialize(name="tm_slice")
+        finally:
+            if src.in_transaction:
+                src.rollback()
+            src.execute("DETACH DATABASE tm_slice")
         sl = sqlite3.connect(":memory:")
+        sl.deserialize(image)
         sl.execute("PRAGMA journal_mode=OFF")
         sl.execute("PRAGMA synchronous=OFF")
-        for rel, cols in SCHEMA.items():
-            if rel not in _SLICE_WHOLE and rel not in _SLICE_BY_NODE and rel not in ("data_edge", "ctrl_edge"):
-                continue
-            names = [c for c, _ in cols]
-            sl.execute(f'CREATE TABLE "{rel}" (' + ", ".join(f'"{c}"' for c in names) + ")")
-            sel = ", ".join(f'r."{c}"' for c in names)
-            if rel in _SLICE_WHOLE:
-                q = f'SELECT {sel} FROM main."{rel}" r'
-            elif rel in _SLICE_BY_NODE:
-                col = _SLICE_BY_NODE[rel]
-                q = (
-                    f'SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
-                    f'ON r.graph = d.graph AND r."{col}" = d.node'
-                )
-                if rel == "tensor_attr":
-                    q += " WHERE r.key IN (" + ", ".join(f"'{k}'" for k in _SLICE_TENSOR_KEYS) + ")"
-            else:  # edges touching a demanded node, found from either end by index
-                q = (
-                    f'SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
-                    f"ON r.graph = d.graph AND r.src = d.node "
-                    f'UNION SELECT {sel} FROM temp.tm_demand d CROSS JOIN main."{rel}" r '
-                    f"ON r.graph = d.graph AND r.dst = d.node"
-                )
-            rows = src.execute(q).fetchall()
-            if rows:
-                sl.executemany(f'INSERT INTO "{rel}" VALUES (' + ", ".join("?" * len(names)) + ")", rows)
-            for i, idx in enumerate(INDEXES.get(rel, ())):
-                sl.execute(f'CREATE INDEX "ix_{rel}_{i}" ON "{rel}" (' + ", ".join(f'"{c}"' for c in idx) + ")")
-        src.execute("DELETE FROM temp.tm_demand")
         sl.execute("ANALYZE")
         return sl
 
