@@ -139,3 +139,23 @@ def test_insert_identity_names_are_unique():
     a = insert_identity_after(g, ("p", 0), [("r", 0)], name="id")
     c = insert_identity_after(g, ("p", 0), [("s", 0)], name="id")
     assert a != c
+
+
+def test_add_node_after_keeps_every_other_node_in_place():
+    """Graph.add_node(after=...) puts the node right after ``after`` (first, middle and last position), leaves the
+    order of the others unchanged and keeps the consumer index; an unknown ``after`` is a KeyError."""
+    from anchorlog.facts.graph import Node
+
+    b = GraphBuilder("g")
+    b.chain("a:Data", "b:Relu", "c:Relu", "d:NetOutput")
+    g = b.build().root
+    g.consumers("a", 0)  # build the index before the insertions
+    for after, name in (("a", "x"), ("c", "y"), ("d", "z")):
+        n = Node(name, "Identity")
+        n.inputs = [("a", 0)]
+        g.add_node(n, after=after)
+    assert list(g.nodes) == ["a", "x", "b", "c", "y", "d", "z"]
+    assert sorted(g.consumers("a", 0)) == [("b", 0), ("x", 0), ("y", 0), ("z", 0)]
+    with pytest.raises(KeyError):
+        g.add_node(Node("w", "Identity"), after="nope")
+    assert "w" not in g.nodes
