@@ -144,4 +144,7 @@ def run(args: argparse.Namespace) -> int:
         os.unlink(args.output)
         raise
     progress(f"wrote {args.output} ({model.num_nodes()} nodes) and {args.report}")
+    # the model is one reference cycle (node -> graph -> nodes): cut it so that reference counting frees it,
+    # instead of a full collection over its objects when the interpreter exits
+    model.release()
     return 0
