@@ -25,35 +25,32 @@ API for other passes::
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+# The names, the matrix, the Identity's desc and the report entry are shared with the package: the oracle is
+# independent where it matters, in how it derives the types and walks the graph.
+from anchorlog.analysis.rw_conflict import (
+    DO_NOTHING,
+    IN_INVALID,
+    IN_RO,
+    IN_SW,
+    IN_W,
+    INSERT_IDENTITY,
+    OUT_CONST,
+    OUT_INVALID,
+    OUT_RO,
+    OUT_SOFT,
+    OUT_W,
+    WRONG_GRAPH,
+    Decision,
+    conflict_result,
+    identity_desc,
+)
 from anchorlog.analysis.symbols import all_nodes, out_anchor_count
 from anchorlog.errors import PassFailure
-from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
+from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex, io_names
-
-# Input RW types (GE InputRWType) and output RW types (GE OutputRWType), by GE's enum names.
-IN_RO, IN_W, IN_SW, IN_INVALID = "kReadOnly", "kWriteable", "kScopeWriteable", "kInvalidRWType"
-OUT_CONST, OUT_RO, OUT_SOFT, OUT_W, OUT_INVALID = (
-    "kReadOnlyConst",
-    "kReadOnly",
-    "kSoftRead",
-    "kWriteable",
-    "kInvalidRWType",
-)
-DO_NOTHING, WRONG_GRAPH, INSERT_IDENTITY = "DO_NOTHING", "WRONG_GRAPH", "INSERT_IDENTITY"
-
-# GE GetConflictResultBetweenNode (§2.7): output type -> input type -> result
-MATRIX: dict[str, dict[str, str]] = {
-    OUT_CONST: {IN_RO: DO_NOTHING, IN_W: INSERT_IDENTITY, IN_SW: INSERT_IDENTITY},
-    OUT_RO: {IN_RO: DO_NOTHING, IN_W: DO_NOTHING, IN_SW: INSERT_IDENTITY},
-    OUT_SOFT: {IN_RO: DO_NOTHING, IN_W: DO_NOTHING, IN_SW: DO_NOTHING},
-    OUT_W: {IN_RO: DO_NOTHING, IN_W: DO_NOTHING, IN_SW: INSERT_IDENTITY},
-}
 
 WHILE_TYPES = frozenset({"While", "_While", "StatelessWhile"})
 VAR_LIKE = frozenset({"Variable", "VariableV2", "RefData"})
@@ -64,29 +61,6 @@ ASSIGN_LIKE = frozenset(
     {"AssignAdd", "Assign", "AssignSub", "AssignAddVariableOp", "AssignSubVariableOp", "AssignVariableOp"}
 )
 PARENT_NODE_INDEX = "_parent_node_index"
-# Tensor attrs an Identity's descs keep: GE rebuilds the descs through the public TensorDesc, which keeps
-# dtype/shape/format and the origin ones, not the source tensor's other attrs (e.g. ref_var_src_var_name).
-_KEPT_TENSOR_ATTRS = ("origin_format", "origin_shape")
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause Python's cyclic GC while a pass walks a large model: the model is long-lived and every full
-    collection would traverse all of its objects (it dominated the run time on 100 k-node graphs)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def conflict_result(out_t: str, in_t: str) -> str:
-    """GE ``GetConflictResultBetweenNode``: the decision for an output type feeding an input type."""
-    if out_t == OUT_INVALID or in_t == IN_INVALID:
-        return WRONG_GRAPH
-    return MATRIX[out_t][in_t]
 
 
 def merge_input_types(types: set[str]) -> str:
@@ -110,46 +84,6 @@ def _int_attr(holder: Any, key: str) -> int | None:
     if a is None or a.kind not in ("i", "dt") or isinstance(a.value, bool):
         return None
     return int(a.value)
-
-
-def identity_desc(src: Node, out_idx: int) -> TensorDesc:
-    """The desc GE gives an RW Identity: the source output desc without reuse flags or foreign attrs."""
-    base = src.output_desc[out_idx] if out_idx < len(src.output_desc) else TensorDesc()
-    td = TensorDesc(dtype=base.dtype, shape=None if base.shape is None else list(base.shape), layout=base.layout)
-    for k in _KEPT_TENSOR_ATTRS:
-        if k in base.attrs:
-            td.attrs[k] = base.attrs[k]
-    return td
-
-
-@dataclass
-class Decision:
-    """One edge decision for the report / explain."""
-
-    action: str  # "insert_identity", "skip_last_scope_write", "split_identity", "remove_identity", ...
-    graph: str
-    src: str
-    src_out: int
-    dst: str
-    dst_in: int
-    out_type: str = ""
-    in_type: str = ""
-    result: str = ""
-    rule: str = ""
-    identity: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The report entry; the keys ``anchor``/``pair``/``pair_attrs``/``before`` follow the layout-conflict
-        report (GE anchor names; the "attributes" of an RW pair are its two RW types)."""
-        d = {k: v for k, v in self.__dict__.items() if v not in (None, "")}
-        if self.dst_in >= 0:
-            out_a, in_a = f"{self.src}_out_{self.src_out}", f"{self.dst}_in_{self.dst_in}"
-            d["pair"] = [out_a, in_a]
-            d["pair_attrs"] = [[self.out_type] if self.out_type else [], [self.in_type] if self.in_type else []]
-            if self.identity:
-                d["anchor"] = in_a
-                d["before"] = in_a
-        return d
 
 
 @dataclass
