@@ -625,6 +625,8 @@ def would_delete_cause_rw_conflict(
 def split_identity(rw: RWTypes, graph: Graph, ident: Node, facts: RWFacts) -> None:
     """GE ``SplitIdentity``: a multi-consumer Identity keeps (as a new Identity each) only its writing consumers;
     readers are fed by the Identity's producer directly (control edges copied). Input types: rule ``rwd_in_t``."""
+    from anchorlog.runtime.rewrite import bypass_for_consumer
+
     cons = graph.consumers(ident.name, 0)
     if len(cons) <= 1 or not ident.inputs or ident.inputs[0] is None:
         return
@@ -652,14 +654,7 @@ def split_identity(rw: RWTypes, graph: Graph, ident: Node, facts: RWFacts) -> No
             )
         else:
             with rw.editing(graph, [c, ident.name, src]):
-                graph.disconnect(c, k)
-                for p in list(ident.ctrl_inputs):
-                    if p != c:
-                        graph.add_ctrl(p, c)
-                for s in graph.ctrl_successors(ident.name):
-                    if s != src:
-                        graph.add_ctrl(src, s)
-                graph.connect(src, j, c, k)
+                bypass_for_consumer(graph, ident.name, (c, k), (src, j))
             rw.decisions.append(
                 Decision(
                     "split_identity_bypass",

@@ -225,6 +225,21 @@ def isolate_and_delete(graph: Graph, name: str, io_map: dict[int, int] | None = 
     return res
 
 
+def bypass_for_consumer(graph: Graph, name: str, dst: tuple[str, int], src: tuple[str, int]) -> None:
+    """Feed consumer input ``dst`` of node ``name`` straight from ``src`` (the anchor ``name`` copies), keeping the
+    order ``name`` imposed: the consumer inherits ``name``'s control inputs and ``src``'s node gains ``name``'s
+    control successors (GE's RW Identity split, the read-only consumer's side). ``name`` itself stays."""
+    c, k = dst
+    graph.disconnect(c, k)
+    for p in list(graph.nodes[name].ctrl_inputs):
+        if p != c:
+            graph.add_ctrl(p, c)
+    for s in graph.ctrl_successors(name):
+        if s != src[0]:
+            graph.add_ctrl(src[0], s)
+    graph.connect(src[0], src[1], c, k)
+
+
 def _unique(names: Iterable[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []

@@ -511,7 +511,7 @@ def _identity_useful_for_rw_control(graph: Graph, ident: Node) -> bool:
 def split_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
     """GE ``SplitIdentity``: a multi-consumer Identity keeps (as a new Identity each) only its writing consumers;
     readers are fed by the Identity's producer directly (control edges copied)."""
-    from anchorlog.runtime.rewrite import isolate_and_delete
+    from anchorlog.runtime.rewrite import bypass_for_consumer, isolate_and_delete
 
     cons = graph.consumers(ident.name, 0)
     if len(cons) <= 1 or not ident.inputs or ident.inputs[0] is None:
@@ -539,14 +539,7 @@ def split_identity(rw: RWTypes, graph: Graph, ident: Node) -> None:
                 )
             )
         else:
-            graph.disconnect(c, k)
-            for p in list(ident.ctrl_inputs):
-                if p != c:
-                    graph.add_ctrl(p, c)
-            for s in graph.ctrl_successors(ident.name):
-                if s != src:
-                    graph.add_ctrl(src, s)
-            graph.connect(src, j, c, k)
+            bypass_for_consumer(graph, ident.name, (c, k), (src, j))
             rw.decisions.append(
                 Decision(
                     "split_identity_bypass",
