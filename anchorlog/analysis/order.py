@@ -9,7 +9,7 @@ the relation ``node_order(graph, node, ord)``.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
@@ -147,7 +147,12 @@ def graph_nodes(model: Model, g: Graph) -> list[Node]:
 def all_nodes(model: Model, g: Graph) -> list[Node]:
     """``ComputeGraph::GetAllNodes``: pre-order; a node is followed by all nodes of its subgraphs (first
     subgraph first, recursively) before its next sibling."""
-    out: list[Node] = []
+    return [n for _g, n in _walk_all(model, g, graph_nodes)]
+
+
+def _walk_all(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[tuple[Graph, Node]]:
+    """``GetAllNodes`` from ``top`` with each graph's direct nodes in the order ``nodes_of`` gives."""
+    out: list[tuple[Graph, Node]] = []
     seen: set[str] = set()
     graphs = {x.name: x for x in model.graphs}
 
@@ -155,13 +160,13 @@ def all_nodes(model: Model, g: Graph) -> list[Node]:
         if graph.name in seen:
             return
         seen.add(graph.name)
-        for n in graph_nodes(model, graph):
-            out.append(n)
+        for n in nodes_of(model, graph):
+            out.append((graph, n))
             for s in n.subgraph_names:
                 if s in graphs:
                     walk(graphs[s])
 
-    walk(g)
+    walk(top)
     return out
 
 
@@ -180,23 +185,7 @@ def ge_graph_nodes(model: Model, g: Graph) -> list[Node]:
 def ge_all_nodes(model: Model, g: Graph | None = None) -> list[tuple[Graph, Node]]:
     """``GetAllNodes`` of ``g`` (root by default) as ``(graph, node)`` pairs, every graph in GE's order
     (:func:`ge_graph_nodes`): a node is followed by the nodes of its subgraphs, first subgraph first."""
-    top = model.root if g is None else g
-    out: list[tuple[Graph, Node]] = []
-    seen: set[str] = set()
-    graphs = {x.name: x for x in model.graphs}
-
-    def walk(graph: Graph) -> None:
-        if graph.name in seen:
-            return
-        seen.add(graph.name)
-        for n in ge_graph_nodes(model, graph):
-            out.append((graph, n))
-            for s in n.subgraph_names:
-                if s in graphs:
-                    walk(graphs[s])
-
-    walk(top)
-    return out
+    return _walk_all(model, model.root if g is None else g, ge_graph_nodes)
 
 
 def node_order_rows(model: Model, g: Graph | None = None) -> list[tuple[str, str, int]]:
