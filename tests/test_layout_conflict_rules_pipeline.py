@@ -53,27 +53,20 @@ def test_tables_are_one_source():
     assert len({frozenset(r[:2]) for r in rows["layout_checker_row"]}) == 55
 
 
+def _optimize_const_to_netoutput(tmp_path, *extra: str) -> int:
+    """``anchorlog optimize --passes layout-conflict`` on the Const -> NetOutput model (written to tmp_path)."""
+    src = tmp_path / "m.pbtxt"
+    ge_io.write_model(_const_to_netoutput(), str(src))
+    out, report = str(tmp_path / "o.pbtxt"), str(tmp_path / "r.json")
+    return main(["optimize", str(src), "--output", out, "--report", report, "--passes", "layout-conflict", *extra])
+
+
 @pytest.mark.parametrize(
     "option",
     ["ge.featureBaseRefreshable=yes", "ge.buildGraphMode=bogus", "ge.exec.staticMemoryPolicy=7"],
 )
 def test_bad_layout_option_fails_before_any_pass(tmp_path, option, capsys):
-    src = tmp_path / "m.pbtxt"
-    ge_io.write_model(_const_to_netoutput(), str(src))
-    rc = main(
-        [
-            "optimize",
-            str(src),
-            "--output",
-            str(tmp_path / "o.pbtxt"),
-            "--report",
-            str(tmp_path / "r.json"),
-            "--passes",
-            "layout-conflict",
-            "--option",
-            option,
-        ]
-    )
+    rc = _optimize_const_to_netoutput(tmp_path, "--option", option)
     assert rc == 2
     assert option.split("=")[0] in capsys.readouterr().err
     assert not (tmp_path / "o.pbtxt").exists()
@@ -87,20 +80,7 @@ def test_environment_recorded_when_it_changes_graph_info(tmp_path, monkeypatch):
     note = environment_influence({"ge.exec.staticMemoryPolicy": "4"}, env={"GE_USE_STATIC_MEMORY": "4"})
     assert note["changed_graph_info"] is False
     monkeypatch.setenv("GE_USE_STATIC_MEMORY", "4")
-    src = tmp_path / "m.pbtxt"
-    ge_io.write_model(_const_to_netoutput(), str(src))
-    rc = main(
-        [
-            "optimize",
-            str(src),
-            "--output",
-            str(tmp_path / "o.pbtxt"),
-            "--report",
-            str(tmp_path / "r.json"),
-            "--passes",
-            "layout-conflict",
-        ]
-    )
+    rc = _optimize_const_to_netoutput(tmp_path)
     assert rc == 0
     section = json.loads((tmp_path / "r.json").read_text())["passes"][0]
     assert section["environment"]["changed_graph_info"] is True
