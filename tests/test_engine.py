@@ -433,3 +433,22 @@ def test_join_order_prefers_bound_names_over_bound_numbers():
     # without types: written order (both share one bound column); with them: the lookup by the bound name
     assert join_order(rule, 0) == [0, 1, 2]
     assert join_order(rule, 0, types) == [0, 2, 1]
+
+
+def test_program_cached_parses_once_and_again_after_a_rule_file_changes(tmp_path):
+    """Program.cached keeps one parsed program per file, and parses again when a file beside it (an include it
+    may read) changed on disk."""
+    import os
+    import sqlite3
+
+    (tmp_path / "base.dl").write_text(".decl b(x: number)\nb(1).\n")
+    main = tmp_path / "main.dl"
+    main.write_text('.include "base.dl"\n.decl a(x: number)\n.output a\na(X) :- b(X).\n')
+    first = Program.cached(main)
+    assert Program.cached(str(main)) is first
+    (tmp_path / "base.dl").write_text(".decl b(x: number)\nb(2).\n")
+    st = os.stat(tmp_path / "base.dl")
+    os.utime(tmp_path / "base.dl", (st.st_atime, st.st_mtime + 5))
+    again = Program.cached(main)
+    assert again is not first
+    assert again.run(sqlite3.connect(":memory:")).rows("a") == [(2,)]

@@ -27,7 +27,6 @@ Context flags (GE reads them from the graph; an anchorlog option can force them 
 
 from __future__ import annotations
 
-import functools
 import gc
 import time
 from dataclasses import dataclass, field
@@ -63,11 +62,10 @@ LIST_KEYS = ("_input_memory_type", "_output_memory_type", "atomic_output_index")
 _PER_CONCAT = ("cn_in_tensor", "cn_in_dim", "cn_unknown_shape", "cn_lxslice_name")
 
 
-@functools.cache
 def _program() -> Any:
     from anchorlog.queries import Program
 
-    return Program.from_file(RULES)
+    return Program.cached(RULES)
 
 
 STAGES = {

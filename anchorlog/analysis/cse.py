@@ -59,7 +59,7 @@ def run(model: Model, ctx: PassContext) -> dict[str, Any]:
             "changed": False,
             "skipped": f"CommonSubexpressionEliminationPass is an O3 pass; {OPT_OO_LEVEL}={level}",
         }
-    prog = Program.from_file(CSE_DL)
+    prog = Program.cached(CSE_DL)
     foldable = [(t,) for t in sorted(FOLDING_KERNEL_TYPES)]
     merged: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []

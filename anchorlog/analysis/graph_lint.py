@@ -174,7 +174,6 @@ def lean_fact_db(model: Model, node_types: set[str] | None = None) -> sqlite3.Co
     return conn
 
 
-_PROGRAM: Any = None
 _PAIR_OUTPUTS = ["lint_writer", "lint_reader", "lint_untyped", "lint_pair"]
 
 
@@ -200,13 +199,9 @@ class _LazyPositions(dict):
 
 
 def _program() -> Any:
-    """``graph_lint.dl``, parsed and checked once per process."""
-    global _PROGRAM
-    if _PROGRAM is None:
-        from anchorlog.queries import Program
+    from anchorlog.queries import Program
 
-        _PROGRAM = Program.from_file(GRAPH_LINT_DL)
-    return _PROGRAM
+    return Program.cached(GRAPH_LINT_DL)
 
 
 class _Conn:

@@ -65,7 +65,7 @@ class InnerIdentityRules:
         from anchorlog.queries import Program
 
         self.model, self.ctx, self.outputs = model, ctx, outputs
-        self.prog = Program.from_file(II_DL)
+        self.prog = Program.cached(II_DL)
         self.runs = 0
         self.rows: dict[str, list[tuple]] = {}
         self.dirty = True

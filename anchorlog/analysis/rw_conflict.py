@@ -157,17 +157,12 @@ PASS_OUTPUTS = (
     "rwd_cur_win",
     "rw_matrix",
 )
-_PROGRAM: Any = None
 
 
 def _program() -> Any:
-    """The parsed rule program (parsed once per process)."""
-    global _PROGRAM
-    if _PROGRAM is None:
-        from anchorlog.queries import Program
+    from anchorlog.queries import Program
 
-        _PROGRAM = Program.from_file(RW_TYPES_DL)
-    return _PROGRAM
+    return Program.cached(RW_TYPES_DL)
 
 
 class RWFacts:

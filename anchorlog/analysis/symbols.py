@@ -214,7 +214,6 @@ SYMBOL_RELATIONS = (
     "subgraph",
 )
 _RULE_OUTPUTS = ["anchor_tree", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
-_PROGRAM: Any = None
 _NODE_SHIFT = 1 << 20  # aid = ord * 2^20 + io * 2^19 + idx (symbols.dl)
 
 
@@ -239,12 +238,9 @@ def _pick_engine(engine: str, nodes: int) -> str:
 
 
 def _program() -> Any:
-    global _PROGRAM
-    if _PROGRAM is None:
-        from anchorlog.queries import Program
+    from anchorlog.queries import Program
 
-        _PROGRAM = Program.from_file(SYMBOLS_DL)
-    return _PROGRAM
+    return Program.cached(SYMBOLS_DL)
 
 
 def symbol_table_rules(

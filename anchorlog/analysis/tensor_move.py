@@ -263,19 +263,10 @@ _SLICE_BY_NODE = {
 _SLICE_TENSOR_KEYS = ("_parent_node_index", "_special_input_size")  # the tensor attrs rw_types.dl reads
 
 
-_PROGRAMS: dict[Path, tuple[float, Any]] = {}
-
-
 def _program(path: Path) -> Any:
-    """The parsed and checked program of ``path``, kept across pass runs (parsing tensor_move.dl with its
-    includes costs ~0.25 s); parsed again when a rule file changed on disk."""
     from anchorlog.queries import Program
 
-    stamp = max(p.stat().st_mtime for p in path.parent.glob("*.dl"))
-    hit = _PROGRAMS.get(path)
-    if hit is None or hit[0] != stamp:
-        hit = _PROGRAMS[path] = (stamp, Program.from_file(path))
-    return hit[1]
+    return Program.cached(path)
 
 
 class TMRules:

@@ -12,7 +12,6 @@ supplied to the rules from :mod:`.tables` / :mod:`.checkers` (one table, no copy
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +46,10 @@ class LayoutFacts:
     checkers: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=1)
 def _program() -> Program:
     from anchorlog.queries import Program
 
-    return Program.from_file(LAYOUT_DL)
+    return Program.cached(LAYOUT_DL)
 
 
 def table_rows() -> dict[str, list[tuple[str, ...]]]:
