@@ -159,3 +159,22 @@ def test_add_node_after_keeps_every_other_node_in_place():
     with pytest.raises(KeyError):
         g.add_node(Node("w", "Identity"), after="nope")
     assert "w" not in g.nodes
+
+
+def test_unique_name_avoids_names_in_every_graph_of_the_model():
+    """GE node names are model-wide: a name used in a subgraph is taken for the root graph too."""
+    from anchorlog.facts.graph import Graph, Model, Node
+
+    model = Model()
+    root, sub = Graph("root"), Graph("sub")
+    for g in (root, sub):
+        g.model = model
+        model.graphs.append(g)
+    root.add_node(Node("id", "Identity"))
+    sub.add_node(Node("id_1", "Identity"))
+    assert root.unique_name("fresh") == "fresh"
+    assert root.unique_name("id") == "id_2"
+    assert sub.unique_name("id") == "id_2"
+    loose = Graph("loose")
+    loose.add_node(Node("n", "Relu"))
+    assert loose.unique_name("n") == "n_1"

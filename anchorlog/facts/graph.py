@@ -334,11 +334,17 @@ class Graph(_AttrMixin):
 
     def unique_name(self, base: str) -> str:
         """A node name not used in any graph of the model (GE names are model-unique in practice)."""
-        taken = self.model.all_node_names() if self.model is not None else set(self.nodes)
-        if base not in taken:
+        # Probe each graph's node dict rather than building the model-wide name set: a pass inserting many
+        # Identities calls this once per insertion, and the set cost a pass over every node of the model.
+        graphs = self.model.graphs if self.model is not None else [self]
+
+        def taken(name: str) -> bool:
+            return any(name in g.nodes for g in graphs)
+
+        if not taken(base):
             return base
         i = 1
-        while f"{base}_{i}" in taken:
+        while taken(f"{base}_{i}"):
             i += 1
         return f"{base}_{i}"
 
