@@ -1135,6 +1135,11 @@ _IND = ["  " * i for i in range(256)]
 class _TextWriter:
     def __init__(self) -> None:
         self.out: list[str] = []
+        # Text of whole ``input_desc``/``output_desc`` blocks by what they are made of (see desc_block). A
+        # transformer's 280 k descriptors take a few thousand distinct forms: readers share one Attr per
+        # distinct origin attr, so attribute identities repeat. Valid for one write (the model is not edited
+        # meanwhile and every keyed Attr stays alive, so its id is not reused).
+        self._desc_text: dict[tuple, str] = {}
 
     # generic trees (unknown fields, attr_groups)
     def tree(self, t: list, d: int) -> None:
@@ -1334,6 +1339,44 @@ class _TextWriter:
         if td.extra:
             self.tree(td.extra, d)
 
+    def desc_block(self, field: str, td: TensorDesc, d: int) -> str:
+        """``field { <td> }`` at depth ``d`` as one multi-line string, the same lines :meth:`tensor_desc`
+        writes; equal descriptors (same plain fields, same Attr objects under the same keys) share one text."""
+        shape = td.shape
+        attrs = td.attrs
+        key = (
+            field,
+            d,
+            td.name,
+            td.dtype,
+            None if shape is None else tuple(shape),
+            td.layout,
+            td.size,
+            td.reuse_input,
+            td.reuse_input_index,
+            tuple(attrs),
+            tuple(map(id, attrs.values())),
+            tuple(td.other.items()) if td.other else (),
+            len(td.extra),
+        )
+        try:
+            text = self._desc_text.get(key)
+        except TypeError:  # an unhashable value among the other fields: written without the cache
+            key = None
+            text = None
+        if text is None:
+            saved = self.out
+            self.out = lines = [f"{_IND[d]}{field} {{"]
+            try:
+                self.tensor_desc(td, d + 1)
+            finally:
+                self.out = saved
+            lines.append(f"{_IND[d]}}}")
+            text = "\n".join(lines)
+            if key is not None and not td.extra:
+                self._desc_text[key] = text
+        return text
+
     def node(self, n: Node, d: int) -> None:
         out = self.out
         p = _IND[d]
@@ -1357,16 +1400,10 @@ class _TextWriter:
             out.append(f"{p}stream_id: {int(n.stream_id)}")
         if other:
             self.other_fields(other, OP_OTHER, 23, 33, d)
-        p1 = _IND[d + 1]
         for td in n.input_desc:
-            out.append(f"{p}input_desc {{")
-            self.tensor_desc(td, d + 1)
-            out.append(f"{p}}}")
+            out.append(self.desc_block("input_desc", td, d))
         for td in n.output_desc:
-            out.append(f"{p}output_desc {{")
-            self.tensor_desc(td, d + 1)
-            out.append(f"{p}}}")
-        del p1
+            out.append(self.desc_block("output_desc", td, d))
         for s in n.subgraph_names:
             out.append(f"{p}subgraph_name: {quote(s)}")
         if n.extra:
