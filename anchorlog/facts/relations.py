@@ -535,6 +535,8 @@ def _graph_rows(
     pout_rows = t["parent_out"]
     # origin_shape Attr (by id; readers share one per distinct value) -> (attr, JSON text, plain int list)
     oshape_memo: dict[int, tuple[Attr, str, bool]] = {}
+    # attrs JSON of Const value descriptors by the identities of their (shared) Attrs; see _tensor_def_json
+    tdesc_memo: dict[tuple, tuple[str, list[Attr]]] = {}
 
     if only_nodes is not None and not w_prop:
         # no positions wanted: visit just the listed nodes (a refresh after a small edit of a big graph)
@@ -579,7 +581,10 @@ def _graph_rows(
                 value = a.value
                 # the common scalar kinds inline (same values attr_fact_value gives, without the call)
                 if kind != "s" and (kind != "i" or type(value) is not int):
-                    kind, value = attr_fact_value(a)
+                    if kind == "t" and type(value) is TensorDef:  # Const values: one per Const op
+                        value = _tensor_def_json(value, tdesc_memo)
+                    else:
+                        kind, value = attr_fact_value(a)
                 attr_rows.append((gq, name, key, kind, value))
         inputs = node.inputs
         if w_de:
@@ -664,6 +669,41 @@ def _graph_rows(
         pin_rows.clear()
     if "parent_out" not in want:
         pout_rows.clear()
+
+
+def _tensor_def_json(t: TensorDef, memo: dict[tuple, tuple[str, list[Attr]]]) -> str:
+    """``to_json(t)`` of a TensorDef attribute value (a Const's weights), spelled out: the generic encoder walks
+    the descriptor and its attrs recursively (15 µs per Const). The descriptor's attrs JSON is memoised by the
+    identities of its Attrs (readers share one Attr per distinct origin attr); ``memo`` holds those Attrs, so
+    the ids stay theirs while it lives (one derivation, no edits meanwhile)."""
+    desc = t.desc
+    if desc is None:
+        dtext = "null"
+    else:
+        d: dict[str, Any] = {"dtype": desc.dtype, "shape": desc.shape, "layout": desc.layout}
+        if desc.name:
+            d["name"] = desc.name
+        if desc.size:
+            d["size"] = desc.size
+        if desc.reuse_input:
+            d["reuse_input"] = True
+            d["reuse_input_index"] = desc.reuse_input_index
+        attrs = desc.attrs
+        try:
+            dtext = _encode(d)
+        except (TypeError, ValueError):  # bytes in a field, NaN ...: the general path
+            return to_json(t)
+        if attrs:
+            key = (tuple(attrs), tuple(map(id, attrs.values())))
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = (_encode({k: _jsonable(a) for k, a in attrs.items()}), list(attrs.values()))
+            dtext = dtext[:-1] + ',"attrs":' + hit[0] + "}"
+    data = t.data
+    n = len(data)
+    if n <= _TENSOR_DATA_INLINE:
+        return f'{{"desc":{dtext},"data_len":{n},"data":"{data.hex()}"}}'
+    return f'{{"desc":{dtext},"data_len":{n}}}'
 
 
 def _scalar_text(v: Any) -> str:
