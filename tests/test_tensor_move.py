@@ -644,8 +644,9 @@ def test_symbol_table_merged_after_each_deletion():
     assert v1["facts"]["symbols"] == {"in": "a_out_0", "out": "tm1_out_0"}
     # tm1's output symbol was merged into a's: tm2 now reads a_out_0
     assert v2["facts"]["symbols"] == {"in": "a_out_0", "out": "tm2_out_0"}
-    assert v2["path"] == ["a(out:0)"]  # re-traced: the cached path ended at the deleted tm1
-    assert sec["rederived"] == 1 and edge(m, "a", 0, "c", 0)  # tm2 re-derived by the rules once
+    assert v2["path"] == ["a(out:0)"]  # traced through tm1: the path the rules derived with tm1 bypassed
+    # tm2's facts after tm1's deletion came from the first derivation's look-through run, not a re-derivation
+    assert sec["rederived"] == 0 and sec["looked_through"] == 1 and edge(m, "a", 0, "c", 0)
 
 
 def test_rule_program_rw_facts_match_the_decider():
@@ -758,3 +759,69 @@ def test_bypass_staleness_skips_only_unchanged_facts():
     m = generate_transformer(nodes=1500, seed=1, tensor_move_share=0.2)
     section, checked = _check_skipped_rederivations(m)
     assert section["deleted"] > 0 and checked
+
+
+def _verified_run(model, options=None, *, look_through=True):
+    """Run the pass re-deriving every installed look-through fact set on the graph of that moment (the decider
+    fails unless the rows are the same); ``look_through=False`` runs with re-derivations only."""
+    from anchorlog.analysis import tensor_move as tmmod
+
+    saved = (tmmod.TensorMoveDecider.verify_look_through, tmmod.TensorMoveDecider._derive_look_through)
+    tmmod.TensorMoveDecider.verify_look_through = True
+    if not look_through:
+        tmmod.TensorMoveDecider._derive_look_through = lambda self, seed: None
+    try:
+        return tmmod.run_tensor_move_delete(model, dict(options or {}))
+    finally:
+        tmmod.TensorMoveDecider.verify_look_through, tmmod.TensorMoveDecider._derive_look_through = saved
+
+
+def _decisions(section):
+    keys = ("tensor_move", "graph", "decision", "kept_by", "reason", "path", "facts", "ctrl_edges_added")
+    return [{k: t.get(k) for k in keys} for t in section["tensor_moves"]]
+
+
+def test_look_through_facts_equal_a_rederivation_on_chains():
+    # chains of TensorMoves (a 3-chain: only the first link is looked through, the rest falls back), a
+    # TensorMove behind a ref op behind a TensorMove, two TensorMoves sharing a producer, a chain into a subgraph
+    def model() -> Model:
+        b = GraphBuilder("g")
+        b.chain("a:ReLU", "t1:TensorMove", "t2:TensorMove", "t3:TensorMove", "c:ReLU")
+        b.chain("x:ReLU", "u1:TensorMove", "r:Assign", "u2:TensorMove", "d:ReLU")
+        b.node("v:ReLU")
+        b.chain("v", "r")
+        b.ref_op("r", {0: 0})
+        b.chain("y:ReLU", "s1:TensorMove", "e:ReLU")
+        b.chain("y", "s2:TensorMove", "f:ReLU")
+        return b.build()
+
+    sec = _verified_run(model())
+    plain = _verified_run(model(), look_through=False)
+    assert _decisions(sec) == _decisions(plain)
+    assert sec["looked_through"] >= 3 and sec["rederived"] < plain["rederived"]
+    assert verdict(sec, "t2")["path"] == ["a(out:0)"] and verdict(sec, "t3")["path"] == ["a(out:0)"]
+
+
+def test_look_through_on_generated_graphs_matches_rederivation():
+    # the generator's chained and producer-sharing TensorMoves; with the reuse option the rope-table ones reach
+    # Rule 3 too (many TensorMoves on one graph input: look-through falls back to re-derivation there)
+    from anchorlog.facts.generate import generate_transformer
+
+    for options in ({}, {REUSE_IN: "0,1,2,3,4,5,6,7"}):
+        sec = _verified_run(generate_transformer(nodes=1500, seed=1, tensor_move_share=0.2), options)
+        plain = _verified_run(
+            generate_transformer(nodes=1500, seed=1, tensor_move_share=0.2), options, look_through=False
+        )
+        assert _decisions(sec) == _decisions(plain)
+        assert sec["looked_through"] > 0 and sec["rederived"] < plain["rederived"]
+
+
+def test_look_through_falls_back_when_control_edges_move():
+    # t1 has a control successor: deleting it re-links control edges (not a plain bypass), so t2 is re-derived
+    b = GraphBuilder("g")
+    b.chain("a:ReLU", "t1:TensorMove", "t2:TensorMove", "c:ReLU")
+    b.node("z:ReLU")
+    b.ctrl("t1", "z")
+    sec = _verified_run(b.build())
+    assert verdict(sec, "t2")["path"] == ["a(out:0)"]
+    assert sec["looked_through"] == 0 and sec["rederived"] == 1

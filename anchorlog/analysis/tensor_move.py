@@ -269,6 +269,32 @@ def _program(path: Path) -> Any:
     return Program.cached(path)
 
 
+@dataclass(frozen=True)
+class Bypass:
+    """A TensorMove as a plain bypass would delete it: its input-0 producer anchor and its output-0 consumers
+    (``(node, input index)`` in graph order), as they were when the look-through facts were derived."""
+
+    graph: str
+    tm: str
+    producer: tuple[str, int]
+    consumers: tuple[tuple[str, int], ...]
+
+    @staticmethod
+    def of(graph: Graph, tm: Node) -> Bypass | None:
+        """The bypass of ``tm`` in ``graph`` now, or None when deleting it would not be a plain bypass (another
+        input, a control edge, a consumer of another output): those deletions keep the broad re-derivation."""
+        if len(tm.inputs) != 1 or tm.inputs[0] is None or tm.ctrl_inputs or graph.ctrl_successors(tm.name):
+            return None
+        if any(graph.consumers(tm.name, o) for o in out_indices(graph, tm.name) if o != 0):
+            return None
+        src = tm.inputs[0]
+        return Bypass(graph.name, tm.name, (src[0], int(src[1])), tuple(graph.consumers(tm.name, 0)))
+
+    def touched(self) -> set[tuple[str, str]]:
+        """The nodes the deletion edits (the TensorMove, its producer, its consumers)."""
+        return {(self.graph, self.tm), (self.graph, self.producer[0])} | {(self.graph, d) for d, _k in self.consumers}
+
+
 class TMRules:
     """Runs ``tensor_move.dl`` for a set of TensorMoves (relation ``tm_seed``) over the shared fact database.
 
@@ -317,18 +343,29 @@ class TMRules:
         return [r for k in sorted(nodes) for r in self._io_rows.get(k, ())]
 
     def derive(
-        self, seed: list[tuple[str, str]], outputs: tuple[str, ...] = DECISION_OUTPUTS
+        self,
+        seed: list[tuple[str, str]],
+        outputs: tuple[str, ...] = DECISION_OUTPUTS,
+        bypass: list[Bypass] | None = None,
     ) -> dict[str, list[tuple]]:
         """The relations ``outputs`` (default: those the decisions read; add :data:`REPORT_OUTPUTS` for
-        reports and tests) of the TensorMoves ``seed`` on the current facts, plus ``tm_pending_cycle``."""
+        reports and tests) of the TensorMoves ``seed`` on the current facts, plus ``tm_pending_cycle``.
+
+        ``bypass``: derive them as if these TensorMoves were already deleted by a plain bypass (their producer
+        anchor feeding their consumers; :meth:`_bypass_in_slice`), the look-through facts of
+        :meth:`TensorMoveDecider._look_through_facts`. The traceback then runs over the slice too: the paths
+        through a bypassed TensorMove continue along its own path, whose nodes the slice holds."""
         self.runs += 1
-        trace = self.trace_prog.run(self.db, engine=self.engine, outputs=["tm_path"], extra={"tm_seed": seed}).rows(
+        traced = list(seed) + [(b.graph, b.tm) for b in bypass or ()]
+        trace = self.trace_prog.run(self.db, engine=self.engine, outputs=["tm_path"], extra={"tm_seed": traced}).rows(
             "tm_path"
         )
-        demand = {(g, tm) for g, tm in seed} | {(pg, pn) for _g, _tm, _i, pg, pn, _o in trace}
+        demand = {(g, tm) for g, tm in traced} | {(pg, pn) for _g, _tm, _i, pg, pn, _o in trace}
         sl = self._slice(demand)
         try:
-            io = self.io_rows(self._sliced)
+            if bypass:
+                self._bypass_in_slice(sl, bypass)
+            io = self.io_rows(self._sliced - {(b.graph, b.tm) for b in bypass or ()})
             extra = {
                 "tm_seed": seed,
                 "io_name": io,
@@ -342,6 +379,21 @@ class TMRules:
             sl.close()
         out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
         return out
+
+    @staticmethod
+    def _bypass_in_slice(sl: Any, bypass: list[Bypass]) -> None:
+        """Edit the slice as ``isolate_and_delete(graph, tm, {0: 0})`` edits the graph for a plain bypass (one
+        data input, no control edges, consumers on output 0 only): the producer anchor feeds every consumer,
+        the TensorMove's rows are gone. The rule program then sees the graph after those deletions."""
+        for b in bypass:
+            sl.execute("DELETE FROM data_edge WHERE graph = ? AND (src = ? OR dst = ?)", (b.graph, b.tm, b.tm))
+            sl.executemany(
+                "INSERT INTO data_edge VALUES (?, ?, ?, ?, ?)",
+                [(b.graph, b.producer[0], b.producer[1], d, k) for d, k in b.consumers],
+            )
+            sl.execute("DELETE FROM ctrl_edge WHERE graph = ? AND (src = ? OR dst = ?)", (b.graph, b.tm, b.tm))
+            for rel, col in _SLICE_BY_NODE.items():
+                sl.execute(f'DELETE FROM "{rel}" WHERE graph = ? AND "{col}" = ?', (b.graph, b.tm))
 
     def cycles(self, pending: list[tuple]) -> list[tuple]:
         """``tm_cycle.dl`` over the whole database: pending edges that would close a cycle."""
@@ -497,17 +549,36 @@ class TMFacts:
                 if key in self.derived_at and self.derived_at[key] == version:
                     self.rows.setdefault(key, {}).setdefault(rel, []).append(tuple(r[2:]))
         for key in seed:
-            f = self.rows[key]
-            g = key[0]
-            nodes = {key}
-            nodes.update((pg, pn) for _i, pg, pn, _o in f.get("tm_path", []))
-            for n in nodes:
-                self.on_path.setdefault(n, set()).add(key)
-            path_graph = {int(i): pg for i, pg, _pn, _o in f.get("tm_path", [])}
-            nodes.update((path_graph.get(int(i), g), b) for i, b, _k in f.get("tm_sibling", []))
-            nodes.update((g, s) for s, *_ in f.get("tm_succ", []))
-            for n in nodes:
-                self.mentions.setdefault(n, set()).add(key)
+            self._index(key)
+
+    @staticmethod
+    def path_nodes(key: tuple[str, str], f: dict[str, list[tuple]]) -> set[tuple[str, str]]:
+        """The TensorMove and the nodes of its traced path."""
+        return {key} | {(pg, pn) for _i, pg, pn, _o in f.get("tm_path", [])}
+
+    @classmethod
+    def mentioned(cls, key: tuple[str, str], f: dict[str, list[tuple]]) -> set[tuple[str, str]]:
+        """The nodes facts ``f`` of TensorMove ``key`` mention: itself, its path, siblings and successors."""
+        g = key[0]
+        nodes = cls.path_nodes(key, f)
+        path_graph = {int(i): pg for i, pg, _pn, _o in f.get("tm_path", [])}
+        nodes.update((path_graph.get(int(i), g), b) for i, b, _k in f.get("tm_sibling", []))
+        nodes.update((g, s) for s, *_ in f.get("tm_succ", []))
+        return nodes
+
+    def _index(self, key: tuple[str, str]) -> None:
+        f = self.rows[key]
+        for n in self.path_nodes(key, f):
+            self.on_path.setdefault(n, set()).add(key)
+        for n in self.mentioned(key, f):
+            self.mentions.setdefault(n, set()).add(key)
+
+    def install(self, key: tuple[str, str], rows: dict[str, list[tuple]], derived_at: int) -> None:
+        """Replace ``key``'s facts by ``rows`` derived on the graph of version ``derived_at`` (look-through
+        facts; the index keeps the nodes the old facts mentioned too, which only widens later staleness)."""
+        self.rows[key] = {rel: list(r) for rel, r in rows.items()}
+        self.derived_at[key] = derived_at
+        self._index(key)
 
     def get(self, key: tuple[str, str], rel: str) -> list[tuple]:
         return self.rows.get(key, {}).get(rel, [])
@@ -637,11 +708,137 @@ class TensorMoveDecider:
         self.ctrl_version = 0
         seed = [(g.name, n.name) for g in model.graphs for n in g.nodes.values() if n.type == "TensorMove"]
         self.facts.load(seed, self.rules.derive(seed), self.version)
-        self.timings["rules_s"] = round(time.process_time() - t3, 3)
+        t4 = time.process_time()
+        self.timings["rules_s"] = round(t4 - t3, 3)
         self.stale: set[tuple[str, str]] = set()
         self.deleted: set[tuple[str, str]] = set()
         self.verdicts: dict[tuple[str, str], Verdict] = {}
         self.rederived = 0
+        # look-through facts: per TensorMove that may be deleted, the facts of the TensorMoves its deletion makes
+        # stale, derived as if it were already bypassed (one rule run for all of them)
+        self.look_through: dict[tuple[str, str], tuple[Bypass, dict[tuple[str, str], tuple[dict, set, set]]]] = {}
+        # what the rewrites so far changed, in the terms of TMFacts.stale_after / stale_after_bypass: facts that
+        # mention a node of `edited` (a bypassed TensorMove, or any node a rewrite with control edges touched)
+        # or whose path passes a node of `bypassed_producers` may differ from those derived before
+        self.edited: set[tuple[str, str]] = set()
+        self.bypassed_producers: set[tuple[str, str]] = set()
+        self.looked_through = 0
+        self._derive_look_through(seed)
+        self.timings["look_through_s"] = round(time.process_time() - t4, 3)
+
+    # -- look-through facts (chained TensorMoves without re-derivation) ----------------------------------------
+    @staticmethod
+    def _may_be_deleted(f: dict[str, list[tuple]]) -> bool:
+        """False when the first derivation's facts already keep the TensorMove by a reserved attribute, a failed
+        trace or Rules 1-2 (the conditions of tm_early_stop): then its deletion needs no look-through facts.
+        Only an economy: a TensorMove missed here falls back to re-derivation."""
+        if f.get("tm_reserved") or f.get("tm_trace_bad") or not f.get("tm_path"):
+            return False
+        classes = {r[0] for r in f.get("tm_src_class", [])}
+        if "multi_branch" in classes:
+            return False
+        if "special" in classes and f.get("tm_succ_unsafe"):
+            return False
+        return not ("data" in classes and not f.get("tm_reuse"))
+
+    def _derive_look_through(self, seed: list[tuple[str, str]]) -> None:
+        """For every TensorMove A that may be deleted by a plain bypass and whose deletion makes other
+        TensorMoves' facts stale (:meth:`TMFacts.stale_after_bypass`: those whose path ends at A or passes A's
+        producer, or that read A as sibling or successor), derive those dependents' facts on the graph with A
+        bypassed, in one rule run for all chosen A (``TMRules.derive(bypass=...)``). When the walk deletes A
+        exactly so, the dependents take these facts instead of a re-derivation (:meth:`_look_through`).
+
+        A bypassed TensorMove is not seeded, so the chosen set holds no dependent of another chosen one, and two
+        chosen ones share no dependent (a chain A1 -> A2 -> X looks through A1 only; X falls back). Dependents are derived with all chosen
+        TensorMoves bypassed at once; a dependent whose look-through facts mention a node another chosen
+        deletion edits is dropped, so each kept set equals the facts after A's deletion alone (an edit changes
+        only facts that mention a node it edits -- the staleness rule the re-derivations rest on)."""
+        chosen: list[tuple[Bypass, set[tuple[str, str]]]] = []
+        chosen_keys: set[tuple[str, str]] = set()
+        blocked: set[tuple[str, str]] = set()
+        for key in seed:
+            f = self.facts.rows.get(key, {})
+            if key in blocked or not self._may_be_deleted(f):
+                continue
+            graph = self.graphs.get(key[0])
+            node = graph.nodes.get(key[1]) if graph is not None else None
+            bp = Bypass.of(graph, node) if node is not None else None
+            if bp is None:
+                continue
+            deps = self.facts.stale_after_bypass(key, (key[0], bp.producer[0])) - {key}
+            if not deps or deps & chosen_keys or deps & blocked:  # no shared dependents: each keeps its facts
+                continue
+            chosen.append((bp, deps))
+            chosen_keys.add(key)
+            blocked |= deps
+        if not chosen:
+            return
+        dependents = sorted(set().union(*(deps for _b, deps in chosen)))
+        derived = self.rules.derive(dependents, bypass=[b for b, _d in chosen])
+        rows: dict[tuple[str, str], dict[str, list[tuple]]] = {k: {} for k in dependents}
+        for rel, rs in derived.items():
+            for r in rs:
+                got = rows.get((r[0], r[1]))
+                if got is not None:
+                    got.setdefault(rel, []).append(tuple(r[2:]))
+        producer_of: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for bp, _deps in chosen:
+            producer_of.setdefault((bp.graph, bp.producer[0]), set()).add((bp.graph, bp.tm))
+        for bp, deps in chosen:
+            a = (bp.graph, bp.tm)
+            kept: dict[tuple[str, str], tuple[dict, set, set]] = {}
+            for x in deps:
+                on_path = TMFacts.path_nodes(x, rows[x])
+                # another chosen bypass changes these facts only through its producer on their path (the
+                # bypassed TensorMoves themselves are not in the derived graph, so no fact mentions them)
+                if any(producer_of.get(n, set()) - {a} for n in on_path):
+                    continue
+                kept[x] = (rows[x], TMFacts.mentioned(x, rows[x]), on_path)
+            if kept:
+                self.look_through[a] = (bp, kept)
+
+    def _look_through(
+        self, key: tuple[str, str], bp: Bypass | None, stale: set[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        """After ``key`` was deleted by the plain bypass ``bp``: install the look-through facts of the stale
+        TensorMoves that have valid ones; returns those that still need a re-derivation. Valid = the deletion
+        is the one they were derived for (same producer anchor and consumers), the dependent's facts were
+        current (not stale, from the first derivation) and no earlier rewrite edited a node they mention."""
+        entry = self.look_through.pop(key, None)
+        if entry is None or bp is None or entry[0] != bp:
+            return stale
+        facts = entry[1]
+        rest: set[tuple[str, str]] = set()
+        for x in sorted(stale):
+            got = facts.get(x)
+            if (
+                got is None
+                or x in self.stale
+                or x in self.deleted
+                or self.facts.derived_at.get(x) != 0
+                or not got[1].isdisjoint(self.edited)
+                or not got[2].isdisjoint(self.bypassed_producers)
+            ):
+                rest.add(x)
+                continue
+            self.facts.install(x, got[0], 0)
+            self.looked_through += 1
+            if self.verify_look_through:
+                self._check_look_through(x)
+        return rest
+
+    verify_look_through = False  # tests: re-derive every installed look-through fact set and compare
+
+    def _check_look_through(self, key: tuple[str, str]) -> None:
+        """Re-derive ``key`` on the current graph and fail unless its installed facts are the same rows."""
+        self._refresh()
+        fresh = self.rules.derive([key])
+        installed = self.facts.rows[key]
+        for rel, rs in fresh.items():
+            want = sorted(tuple(r[2:]) for r in rs if (r[0], r[1]) == key)
+            have = sorted(installed.get(rel, []))
+            if want != have:
+                raise AssertionError(f"look-through facts of {key[1]} differ in {rel}: {have} != {want}")
 
     # -- keeping the facts current ------------------------------------------------------------------------------
     def _current(self, key: tuple[str, str]) -> None:
@@ -918,6 +1115,7 @@ class TensorMoveDecider:
         plain_bypass = (
             src is not None and len(tm.inputs) == 1 and not tm.ctrl_inputs and not graph.ctrl_successors(tm.name)
         )
+        bp = Bypass.of(graph, tm) if plain_bypass else None
         try:
             res = isolate_and_delete(graph, tm.name, {0: 0})
         except PassFailure:
@@ -931,9 +1129,14 @@ class TensorMoveDecider:
             self.rules.invalidate_order()
             touched.update((graph.name, n) for e in batch.added for n in e)
         if plain_bypass and not batch.added and not res.ctrl_edges and res.noop is None:
-            self.stale |= self.facts.stale_after_bypass((graph.name, tm.name), (graph.name, src[0]))
+            stale = self.facts.stale_after_bypass((graph.name, tm.name), (graph.name, src[0]))
+            self.stale |= self._look_through((graph.name, tm.name), bp, stale)
+            self.edited.add((graph.name, tm.name))
+            self.bypassed_producers.add((graph.name, src[0]))
         else:
+            self.look_through.pop((graph.name, tm.name), None)
             self.stale |= self.facts.stale_after(touched)
+            self.edited |= touched
         v.deleted = True
         v.rule = ""
         v.ctrl_edges_added = list(batch.added)
@@ -1252,6 +1455,7 @@ def _run_tensor_move_delete(
         "ctrl_edges_added": ctrl,
         "identities_inserted_by_rw_init": decider.rw_inserted,
         "rederived": decider.rederived,
+        "looked_through": decider.looked_through,
         "rule_runs": decider.rules.runs,
         "timings": decider.timings,
         "tensor_moves": report_tms,
