@@ -213,7 +213,7 @@ SYMBOL_RELATIONS = (
     "parent_out",
     "subgraph",
 )
-_RULE_OUTPUTS = ["anchor_tree", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
+_RULE_OUTPUTS = ["tree_root", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
 _NODE_SHIFT = 1 << 20  # aid = ord * 2^20 + io * 2^19 + idx (symbols.dl)
 
 
@@ -291,41 +291,110 @@ def symbol_table_rules(
         raise TypeError("symbol_table_rules needs a model or a fact database")
     extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(gname,)] if gname is not None else []}
     res = _program().run(db, engine=_pick_engine(engine, len(order)), extra=extra, outputs=_RULE_OUTPUTS)
-    return _assemble(res, gname or (order[0][0] if order else ""))
+    return assemble_symbol_table(res, gname or (order[0][0] if order else ""), order=order)
+
+
+# The roles of symbols.dl's result relations in the assembly, and their names in symbols.dl.
+SYMBOL_ROWS = {
+    "tree": "tree_root",
+    "sg_out_union": "sg_out_union",
+    "merge_peer": "merge_peer",
+    "nextiter_out": "nextiter_out",
+    "phantom_out": "phantom_out",
+    "late_link": "late_link",
+}
+_IO_BIT = 1 << 19
+_IDX_MASK = _IO_BIT - 1
+
+
+def _decoder(order: list[tuple[str, str, int]]) -> Any:
+    """aid -> (graph, node, io, idx) for anchors numbered over ``order`` (``aid = ord * 2^20 + io * 2^19 + idx``)."""
+    if order and (order[0][2] != 0 or order[-1][2] != len(order) - 1):
+        by_ord = {o: (g, n) for g, n, o in order}
+    else:
+        by_ord = [(g, n) for g, n, _ in order]  # type: ignore[assignment]
+
+    def anchor(aid: int) -> Anchor:
+        g, n = by_ord[aid >> 20]
+        return (g, n, "out" if aid & _IO_BIT else "in", aid & _IDX_MASK)
+
+    return anchor
+
+
+def assemble_symbol_table(
+    result: Any,
+    top: str,
+    *,
+    order: list[tuple[str, str, int]] | None = None,
+    relations: dict[str, str] | None = None,
+) -> SymbolTable:
+    """GE's symbol table (names, anchor order inside each symbol, phantom entries) from ``symbols.dl``'s result
+    relations: the public form of the assembly :func:`symbol_table_rules` does (see there for GE's rules).
+
+    ``result``: a rule result (anything with ``rows(name, sort=False)``), e.g. of ``symbols.dl`` or of a program
+    including it. ``relations``: role -> relation name in ``result`` for the roles of :data:`SYMBOL_ROWS`
+    (``tree``, ``sg_out_union``, ``merge_peer``, ``nextiter_out``, ``phantom_out``, ``late_link``); missing roles
+    use symbols.dl's names. The ``tree`` relation holds ``(aid, founder)`` rows (symbols.dl ``tree_root``;
+    anchors decoded with ``order``, the ``node_order`` rows the rules ran with) or ``(graph, node, io, idx, aid,
+    founder)`` rows (``anchor_tree``, or a subset such as layout.dl's rows for the walked symbols: then only
+    those symbols are laid out, and ``order`` is not needed). ``top``: the mapped graph (for messages).
+    Raises :class:`InputError` / :class:`PassFailure` where GE's mapping fails."""
+    names = dict(SYMBOL_ROWS)
+    if relations:
+        names.update(relations)
+    pairs = result.rows(names["tree"], sort=False)
+    if pairs and len(pairs[0]) != 2:
+        by_aid: dict[int, Anchor] = {}
+        wide = pairs
+        pairs = []
+        for g, n, io, i, aid, root in wide:
+            aid = int(aid)
+            by_aid[aid] = (g, n, io, int(i))
+            pairs.append((aid, int(root)))
+        anchor_of: Any = by_aid.__getitem__
+    else:
+        if order is None and pairs:
+            raise TypeError("assemble_symbol_table: (aid, founder) rows need the node_order rows to decode anchors")
+        anchor_of = _decoder(order or [])
+    return _assemble_pairs(result, names, pairs, anchor_of, top)
 
 
 def _assemble(res: Any, top: str) -> SymbolTable:
-    """GE's table from the rule results (see :func:`symbol_table_rules`)."""
-    anchor_of: dict[int, Anchor] = {}
-    root_of: dict[int, int] = {}
+    """Deprecated alias (layout-conflict's call until it switches): :func:`assemble_symbol_table` on the
+    ``anchor_tree``-shaped rows of ``res`` (six columns: graph, node, io, idx, aid, founder)."""
+    return assemble_symbol_table(res, top, relations={"tree": "anchor_tree"})
+
+
+def _assemble_pairs(res: Any, names: dict[str, str], pairs: list[tuple], anchor_of: Any, top: str) -> SymbolTable:
+    """The layout: ``pairs`` = (aid, founder) per anchor with a symbol (an anchor may have two founders);
+    ``anchor_of``: aid -> anchor."""
+    pairs.sort()  # visiting order (the rules' result usually comes sorted: then this is one linear pass)
+    root_of: dict[int, int] = dict(pairs)
     two_roots: dict[int, list[int]] = {}
-    # unsorted (sorting every row cost more than the rest of the layout): an anchor with two roots keeps the
-    # smaller as its own, as the sorted order did
-    for g, n, io, i, aid, root in res.rows("anchor_tree", sort=False):
-        aid, root = int(aid), int(root)
-        known = root_of.get(aid)
-        if known is not None and known != root:
-            # an output aliasing a RefData that also reuses an input: fine only if both are one symbol by then
-            two_roots.setdefault(aid, [known]).append(root)
-            if root > known:
-                continue
-        anchor_of[aid] = (g, n, io, int(i))
-        root_of[aid] = root
-    for aid, roots in two_roots.items():
-        roots.sort()
-        root_of[aid] = roots[0]
+    if len(root_of) != len(pairs):
+        # an output aliasing a RefData that also reuses an input: fine only if both are one symbol by then; the
+        # anchor keeps the smaller founder as its own
+        founders: dict[int, list[int]] = {}
+        for aid, root in pairs:
+            founders.setdefault(aid, []).append(root)
+        two_roots = {aid: roots for aid, roots in founders.items() if len(roots) > 1}
+        for aid, roots in two_roots.items():
+            roots.sort()
+            root_of[aid] = roots[0]
+        pairs = sorted(root_of.items())
+    known = root_of.__contains__  # anchors with a symbol (every founder has a tree row)
 
     def name(aid: int) -> str:
-        a = anchor_of.get(aid)
-        if a is None:  # only founders are looked up here, and every founder has an anchor_tree row
+        if not known(aid):  # only founders are looked up here, and every founder has a tree row
             raise PassFailure(f"symbol table: anchor #{aid} has no symbol", top)
+        a = anchor_of(aid)
         return anchor_name(a[1], a[2], a[3])
 
-    late = sorted(res.rows("late_link"))
+    late = sorted(res.rows(names["late_link"], sort=False))
     if late:
         a, b = (int(x) for x in late[0])
-        ga = anchor_of.get(a, (top, f"#{a}", "in", 0))
-        gb = anchor_of.get(b, (top, f"#{b}", "out", 0))
+        ga = anchor_of(a) if known(a) else (top, f"#{a}", "in", 0)
+        gb = anchor_of(b) if known(b) else (top, f"#{b}", "out", 0)
         raise InputError(
             f"symbol table: {anchor_name(ga[1], ga[2], ga[3])} consumes {anchor_name(gb[1], gb[2], gb[3])}, which "
             "comes later in GE's node order: the graph (or the subgraph it sits in) is not topologically sortable",
@@ -335,26 +404,26 @@ def _assemble(res: Any, top: str) -> SymbolTable:
     # the unions, as GE performs them: key (time, 0, ...) sorts before the appends (time, 1) of that anchor
     events: list[tuple] = []
     involved: set[int] = set()
-    for t, p, q in res.rows("sg_out_union"):
+    for t, p, q in res.rows(names["sg_out_union"], sort=False):
         t, p, q = int(t), int(p), int(q)
         events.append((t, 0, "union", p, q))
         involved.update((root_of.get(p, p), root_of.get(q, q)))
     merges: dict[int, list[tuple[int, int]]] = {}
-    for t, p in res.rows("merge_peer"):
+    for t, p in res.rows(names["merge_peer"], sort=False):
         merges.setdefault(int(t) // _NODE_SHIFT, []).append((int(t), int(p)))
-    for pairs in merges.values():
-        pairs.sort()
-        events.append((pairs[0][0], 0, "merge", [p for _, p in pairs], None))
-        involved.update(root_of.get(p, p) for _, p in pairs)
-    after: dict[int, int] = {int(x): int(t) for x, t in res.rows("nextiter_out")}
+    for peers in merges.values():
+        peers.sort()
+        events.append((peers[0][0], 0, "merge", [p for _, p in peers], None))
+        involved.update(root_of.get(p, p) for _, p in peers)
+    after: dict[int, int] = {int(x): int(t) for x, t in res.rows(names["nextiter_out"], sort=False)}
     for roots in two_roots.values():
         involved.update(roots)
 
     # symbols without unions: named after the founder, anchors in visiting order
     members: dict[int, list[int]] = {}
-    for aid in sorted(root_of):
-        r = root_of[aid]
-        lst_ = members.get(r)
+    get = members.get
+    for aid, r in pairs:  # sorted by aid, one founder each
+        lst_ = get(r)
         if lst_ is None:
             members[r] = [aid]
         else:
@@ -367,7 +436,7 @@ def _assemble(res: Any, top: str) -> SymbolTable:
         s = name(root)
         if after:
             aids = sorted(aids, key=lambda x: (after.get(x, x), 1 if x in after else 0))
-        lst = s2a[s] = [anchor_of[aid] for aid in aids]
+        lst = s2a[s] = [anchor_of(aid) for aid in aids]
         a2s.update(dict.fromkeys(lst, s))
 
     # symbols that unions join: replay appends and unions in visiting order
@@ -385,7 +454,7 @@ def _assemble(res: Any, top: str) -> SymbolTable:
         def symbol_of(aid: int) -> str:
             s = sym_of_root.get(root_of.get(aid, -1))
             if s is None:
-                a = anchor_of.get(aid)
+                a = anchor_of(aid) if known(aid) else None
                 raise InputError(
                     f"symbol table: {name(aid) if a else aid} has no symbol yet where GE joins it "
                     "(its producer comes later in GE's node order)",
@@ -417,7 +486,7 @@ def _assemble(res: Any, top: str) -> SymbolTable:
                     sym_of_root[r] = s
                     roots_of[s] = [r]
                     s2a[s] = []
-                a = anchor_of[x]
+                a = anchor_of(x)
                 if x in two_roots and len({sym_of_root.get(r) for r in two_roots[x]}) > 1:
                     raise PassFailure(
                         f"symbol table: {name(x)} aliases a RefData and reuses an input of another symbol",
@@ -439,9 +508,9 @@ def _assemble(res: Any, top: str) -> SymbolTable:
                     union(best, p)
 
     # GE's one-anchor entries for outputs aliasing a RefData (their anchor keeps the RefData's symbol)
-    for (aid,) in res.rows("phantom_out"):
-        a = anchor_of.get(int(aid))
-        if a is not None:
+    for (aid,) in res.rows(names["phantom_out"], sort=False):
+        if known(int(aid)):
+            a = anchor_of(int(aid))
             s2a.setdefault(anchor_name(a[1], a[2], a[3]), [a])
     return st
 
