@@ -8,11 +8,16 @@ or everything when subgraphs were added or removed.
 
 from __future__ import annotations
 
+import itertools
+
 from anchorlog.analysis.registry import PassContext
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
 
 _KEY = "fact_cache"
+# Stamps of the fact states handed out (a rebuild or a refresh takes the next one): caches of what is derived
+# from the facts (e.g. the symbol table, anchorlog.analysis.symbols.cached_symbol_table) key on it.
+_STAMPS = itertools.count(1)
 
 
 def shared_facts(model: Model, ctx: PassContext) -> FactDB:
@@ -27,14 +32,22 @@ def shared_facts(model: Model, ctx: PassContext) -> FactDB:
         for g in model.graphs:
             g.touched.clear()
         db = FactDB.from_model(model)
-        ctx.state[_KEY] = {"model": model, "db": db, "structure": model.structure_version}
+        ctx.state[_KEY] = {"model": model, "db": db, "structure": model.structure_version, "stamp": next(_STAMPS)}
         return db
     db: FactDB = entry["db"]
     for g in model.graphs:
         if g.touched:
             db.refresh_nodes(g, sorted(g.touched), model)
             g.touched.clear()
+            entry["stamp"] = next(_STAMPS)
     return db
+
+
+def facts_stamp(model: Model, ctx: PassContext) -> int:
+    """The stamp of the state of ``model`` that :func:`shared_facts` now reflects (it syncs first): equal stamps
+    mean no edit in between (as far as the IR tracks edits), so whatever was derived from the facts still holds."""
+    shared_facts(model, ctx)
+    return ctx.state[_KEY]["stamp"]
 
 
 def current_facts(model: Model, ctx: PassContext) -> FactDB | None:

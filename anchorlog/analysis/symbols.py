@@ -289,6 +289,11 @@ def symbol_table_rules(
         order = node_order_from_db(db, gname)
     else:
         raise TypeError("symbol_table_rules needs a model or a fact database")
+    return _rules_table(db, order, gname, engine)
+
+
+def _rules_table(db: Any, order: list[tuple[str, str, int]], gname: str | None, engine: str) -> SymbolTable:
+    """symbols.dl on ``db`` with GE's ``order`` (mapped graph ``gname``; None: each root graph), laid out."""
     extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(gname,)] if gname is not None else []}
     res = _program().run(db, engine=_pick_engine(engine, len(order)), extra=extra, outputs=_RULE_OUTPUTS)
     return assemble_symbol_table(res, gname or (order[0][0] if order else ""), order=order)
@@ -573,6 +578,71 @@ def symbol_table_datalog(
     return symbol_table_rules(model, graph, db=db, engine=engine)
 
 
+# ------------------------------------------------------------------------------------------------ per model state
+_CACHE_KEY = "symbol_tables"
+
+
+def _model_state(model: Model, ctx: Any) -> tuple:
+    """What a symbol table of ``model`` depends on, as identities: the shared fact database's stamp (every edit
+    the IR tracks bumps it once synced), the subgraph structure, and the remembered GE order (a topological
+    sort replaces it)."""
+    from anchorlog.analysis import order as order_mod
+    from anchorlog.analysis.fact_cache import facts_stamp
+
+    return (facts_stamp(model, ctx), model.structure_version, id(order_mod._TOPO.get(model)))
+
+
+def _state_entry(model: Model, ctx: Any) -> dict[str, Any]:
+    """The cache of ``ctx`` for the current state of ``model`` (emptied when the state changed)."""
+    from anchorlog.analysis import order as order_mod
+
+    state = _model_state(model, ctx)
+    entry = ctx.state.get(_CACHE_KEY)
+    if entry is None or entry["model"] is not model or entry["state"] != state:
+        # the remembered order object is kept alive with the entry, so that its id is not reused meanwhile
+        entry = {"model": model, "state": state, "topo": order_mod._TOPO.get(model), "order": {}, "table": {}}
+        ctx.state[_CACHE_KEY] = entry
+    return entry
+
+
+def cached_node_order(model: Model, ctx: Any, graph: Graph | str | None = None) -> list[tuple[str, str, int]]:
+    """The ``node_order`` rows of ``graph`` (root by default; GE's visiting order, see :func:`node_order`),
+    computed once per model state in the pass context ``ctx`` (see :func:`cached_symbol_table`). Do not modify
+    the list."""
+    from anchorlog.analysis.order import node_order_rows
+
+    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    entry = _state_entry(model, ctx)
+    rows = entry["order"].get(g.name)
+    if rows is None:
+        rows = entry["order"][g.name] = node_order_rows(model, g)
+    return rows
+
+
+def cached_symbol_table(
+    model: Model, ctx: Any, graph: Graph | str | None = None, *, engine: str = "auto"
+) -> SymbolTable:
+    """GE ``GetRefMapping(graph)`` (root by default) as :func:`symbol_table_rules` computes it on the pipeline's
+    shared fact database, done once per model state per pass context: passes of one pipeline asking for the
+    table of an unchanged model share one computation. The state is the shared fact database's stamp
+    (:func:`anchorlog.analysis.fact_cache.facts_stamp`: any edit made through the IR, synced), the subgraph
+    structure and GE's remembered order; an edit between two calls means a new computation.
+
+    The table is shared: treat it as read-only (``.copy()`` before merging symbols, as TensorMove does). Errors
+    (GE's mapping failing) are not cached."""
+    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    entry = _state_entry(model, ctx)
+    key = (g.name, graph is None)
+    st = entry["table"].get(key)
+    if st is None:
+        from anchorlog.analysis.fact_cache import shared_facts
+
+        order = cached_node_order(model, ctx, g)
+        st = _rules_table(shared_facts(model, ctx), order, g.name if graph is not None else None, engine)
+        entry["table"][key] = st
+    return st
+
+
 def symbol_table(
     model_or_db: Model | FactDB | Any,
     graph: str | None = None,
@@ -582,10 +652,14 @@ def symbol_table(
     method: str = "rules",
 ) -> tuple[dict[Anchor, str], dict[str, list[Anchor]]]:
     """``(anchor_to_symbol, symbol_to_anchors)`` for ``graph`` (root by default) and all its subgraphs, from
-    the rules (:func:`symbol_table_rules`; ``ctx``: a pass context whose shared fact database to use).
-    Anchors are ``(graph, node, io, idx)``; symbols GE's anchor-name strings; lists in GE's order."""
+    the rules (:func:`symbol_table_rules`). With a pass context ``ctx`` the table is the one
+    :func:`cached_symbol_table` keeps for the current model state (on the shared fact database): read-only,
+    copy the dicts before editing them. Anchors are ``(graph, node, io, idx)``; symbols GE's anchor-name
+    strings; lists in GE's order."""
     if method not in ("rules", "auto", "datalog"):
         raise ValueError(f"symbol_table: unknown method {method!r} (the table always comes from the rules)")
     if isinstance(model_or_db, Model):
+        if ctx is not None:
+            return cached_symbol_table(model_or_db, ctx, graph, engine=engine).as_pair()
         return symbol_table_rules(model_or_db, graph, ctx=ctx, engine=engine).as_pair()
     return symbol_table_rules(None, graph, db=model_or_db, engine=engine).as_pair()
