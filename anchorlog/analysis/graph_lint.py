@@ -238,7 +238,9 @@ def verify(model: Model, *, engine: str = "sqlite", db: Any = None) -> dict[str,
         readers.setdefault((g, s, o), set()).add(r)
     for g, s, o, c, k in res.rows("lint_untyped"):
         untyped.setdefault((g, s, o), []).append((c, k))
-    ordered = {(g, a, b) for g, a, b in res.rows("lint_ordered", sort=False)} if "lint_ordered" in res else set()
+    # (membership through the relation names: ``"x" in res`` is Mapping.__contains__, which builds a DataFrame
+    # and so imports pandas, ~0.5 s CPU of a process's first run)
+    ordered = {(g, a, b) for g, a, b in res.rows("lint_ordered", sort=False)} if "lint_ordered" in set(res) else set()
     keys = sorted(set(writers) | set(untyped), key=lambda k: (gidx.get(k[0], 0), pos.get((k[0], k[1]), 0), k[2]))
     unordered: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
