@@ -158,6 +158,9 @@ PASS_OUTPUTS = (
     "rw_matrix",
 )
 
+# what an Identity's removal after its split is decided on (RWFacts.removal_only)
+REMOVAL_OUTPUTS = ("rwc_remove", "rwc_remove_via")
+
 
 def _program() -> Any:
     from anchorlog.queries import Program
@@ -209,6 +212,15 @@ class RWFacts:
         self.cache_t0 = res.rows("rwd_cur_t0", sort=False)
         self.cache_in = res.rows("rwd_cur_win", sort=False)
         self.matrix = {(o, i): r for o, i, r in res.rows("rw_matrix", sort=False)}
+
+    @classmethod
+    def removal_only(cls, res: Any) -> RWFacts:
+        """The facts of :data:`REMOVAL_OUTPUTS` only (what ``RemoveNoUseIdentity`` reads), from a run that asked for
+        no more: the engine then evaluates only the strata those relations depend on."""
+        facts = cls.__new__(cls)
+        facts.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove", sort=False)}
+        facts.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via", sort=False)}
+        return facts
 
     def result(self, out_t: str, in_t: str) -> str:
         """The matrix cell of rule ``rw_matrix`` (WRONG_GRAPH for a type the matrix does not know)."""
@@ -379,12 +391,14 @@ class RWTypes:
             if self._cache is not None:
                 extra["rwc_cached"] = [(1,)]
                 extra["rwc_cache_t0"], extra["rwc_cache_in"] = self._cache
-            res = _program().run(sl, engine="sqlite", extra=extra, outputs=list(PASS_OUTPUTS))
+            # only the removal's relations: the engine skips every stratum they do not depend on (most of the
+            # program: the walk's types, skip chains, subgraph marking), which was most of each slice's cost
+            res = _program().run(sl, engine="sqlite", extra=extra, outputs=list(REMOVAL_OUTPUTS))
         finally:
             sl.close()
         self.evaluations += 1
         self.slice_evaluations += 1
-        return RWFacts(res)
+        return RWFacts.removal_only(res)
 
     @property
     def facts(self) -> RWFacts:
@@ -766,7 +780,15 @@ def handle_memory_rw_conflict(model: Model, ctx: PassContext | None = None) -> R
     """GE ``GraphOptimize::HandleMemoryRWConflict`` on ``model`` (mutates it); returns the state with every
     decision in ``.decisions``. Raises :class:`PassFailure` where GE's pass returns an error. ``ctx``: the
     pipeline's pass context (its shared fact database is used and kept current)."""
-    rw = RWTypes(model, ctx)
+    from anchorlog.runtime.rewrite import deferred_placement
+
+    # the Identities go to their places in the op lists once, at the end (one by one it was a move of the list's
+    # tail per insertion: quadratic for conflict-heavy graphs); the walk reads no op-list order after its snapshot
+    with deferred_placement(model.graphs):
+        return _handle(model, RWTypes(model, ctx))
+
+
+def _handle(model: Model, rw: RWTypes) -> RWTypes:
     rw.init(mark_subgraphs=True)
     if not rw.facts.active and not rw.out_changed and not rw.in_changed:
         return rw  # no node has a cell to act on or an Identity to judge, and nothing was edited: the walk is idle

@@ -22,9 +22,12 @@ here) and keep its consumer index valid. Failures raise :class:`~anchorlog.error
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Node, TensorDesc
@@ -251,6 +254,119 @@ def _unique(names: Iterable[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Where inserted nodes go in the op list: right after a neighbour, placed at once for a pass inserting many
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class _Placement:
+    """Insertions recorded while :func:`deferred_placement` holds a graph: the op list when it began, and per
+    anchor node (by object id) the nodes inserted right after it, oldest first. ``keep`` holds every node
+    referenced so that no id is reused while the log lives."""
+
+    base: list[Node]
+    index: Any = None  # the graph's consumer index when the block began
+    after: dict[int, list[Node]] = field(default_factory=dict)
+    placed: set[int] = field(default_factory=set)
+    keep: list[Node] = field(default_factory=list)
+
+
+class _WatchedTouched(set):
+    """``Graph.touched`` during :func:`deferred_placement`: remembers whether anyone synced derived facts (which
+    clears it) while inserted nodes sat at their provisional place."""
+
+    synced = False
+
+    def clear(self) -> None:
+        self.synced = True
+        super().clear()
+
+
+_DEFERRED: weakref.WeakKeyDictionary[Graph, _Placement] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def deferred_placement(graphs: Iterable[Graph]) -> Iterator[None]:
+    """Within the block, a node the insertion helpers put right after a neighbour is appended to its graph's op
+    list, and every such node is moved to its place once, when the block ends: the final op list is exactly
+    the one the insertions made one by one would give (each new node right after its neighbour at that time,
+    nodes removed meanwhile leaving their followers where they were). Moving the tail of the op list per
+    insertion is linear in the graph, so a pass inserting thousands of Identities was quadratic.
+
+    Only the op-list ORDER is deferred: nodes, edges and the consumer index are current throughout. Code inside
+    the block must not depend on the order of the inserted nodes within the op list (the conflict passes' walks
+    take their node snapshot before editing; GE's topological sorts run after the block). Nested use is a
+    no-op for graphs already held."""
+    started = [g for g in graphs if g not in _DEFERRED]
+    for g in started:
+        # the consumer index is built now, from the real op list: built later (first use after an insertion) it
+        # would list consumers in the provisional order; inside the block it is kept up to date edge by edge
+        g._ensure_index()
+        _DEFERRED[g] = _Placement(list(g.nodes.values()), index=g._consumers)
+        g.touched = _WatchedTouched(g.touched)
+    try:
+        yield
+    finally:
+        for g in started:
+            placement = _DEFERRED.pop(g, None)
+            watched = g.touched
+            g.touched = set(watched)
+            if placement is not None and placement.after:
+                _settle(g, placement, synced=getattr(watched, "synced", True))
+                if g._consumers is not placement.index:
+                    # rebuilt inside the block (after Graph.invalidate) from the provisional order: build it again
+                    # from the final one
+                    g.invalidate()
+
+
+def _add_after(graph: Graph, node: Node, after: str) -> None:
+    """``graph.add_node(node, after=after)``, or its deferred form inside :func:`deferred_placement`."""
+    placement = _DEFERRED.get(graph)
+    if placement is None:
+        graph.add_node(node, after=after)
+        return
+    anchor = graph.nodes.get(after)
+    if anchor is None:
+        raise KeyError(f"graph {graph.name}: no node {after!r}")
+    graph.add_node(node)
+    placement.after.setdefault(id(anchor), []).append(node)
+    placement.placed.add(id(node))
+    placement.keep.extend((anchor, node))
+
+
+def _settle(graph: Graph, placement: _Placement, *, synced: bool) -> None:
+    """Put the nodes recorded in ``placement`` where the one-by-one insertions would have: the op list is the
+    original list (plus nodes appended at the end meanwhile), each node followed by the nodes inserted after it,
+    newest first, each of those followed by its own (a pre-order); removed nodes are skipped, their followers
+    kept in place."""
+    nodes = graph.nodes
+    known = {id(n) for n in placement.base}
+    roots = placement.base + [n for n in nodes.values() if id(n) not in known and id(n) not in placement.placed]
+    order: list[Node] = []
+    after = placement.after
+    for root in roots:
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if nodes.get(n.name) is n:
+                order.append(n)
+            followers = after.get(id(n))
+            if followers:
+                stack.extend(followers)  # the newest is popped first: it sits right after n
+    if len(order) != len(nodes) or len({id(n) for n in order}) != len(order):
+        raise PassFailure(f"graph {graph.name}: deferred node placement lost track of the op list", graph.name)
+    old = list(nodes.values())
+    if old == order:
+        return
+    # Derived facts (positions) synced during the block saw the provisional order: the moved nodes are touched
+    # so that their rows are derived again. Without a sync the inserted nodes are still unknown to the facts, and
+    # their first refresh derives every position of the graph anyway.
+    if synced:
+        graph.touched.update(n.name for i, n in enumerate(order) if old[i] is not n)
+    nodes.clear()
+    for n in order:
+        nodes[n.name] = n
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Identity insertion (InsertNodeAfter / InsertNodeBefore)
 # --------------------------------------------------------------------------------------------------------------
 def _new_identity(name: str, desc: TensorDesc | None, attrs: dict | None) -> Node:
@@ -289,7 +405,7 @@ def insert_identity_after(
     ident_name = graph.unique_name(name)
     td = desc if desc is not None else (snode.output_desc[sout] if sout < len(snode.output_desc) else None)
     ident = _new_identity(ident_name, td, attrs)
-    graph.add_node(ident, after=sname)
+    _add_after(graph, ident, sname)
     graph.connect(sname, sout, ident_name, 0)
     for dname, din in dsts:
         if graph.nodes[dname].inputs[din] != (sname, sout):
@@ -328,7 +444,7 @@ def insert_identity_before(
         desc if desc is not None else (pnode.output_desc[producer[1]] if producer[1] < len(pnode.output_desc) else None)
     )
     ident = _new_identity(ident_name, td, attrs)
-    graph.add_node(ident, after=producer[0])
+    _add_after(graph, ident, producer[0])
     graph.connect(producer[0], producer[1], ident_name, 0)
     graph.connect(ident_name, 0, dname, din)
     if move_ctrl:

@@ -23,6 +23,7 @@ from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import InputError
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex
+from anchorlog.runtime.rewrite import deferred_placement
 
 from ._ge import (
     ENV_STATIC_MEMORY,
@@ -156,6 +157,24 @@ def _process(
     # map; GE's symbol names and anchor order are assembled for the walked symbols only.
     facts, table, n_symbols = run_layout_rules(db, model, g, opts, engine)
     marks = marks_from_rules(model, table, facts)
+    # the Identities go to their places in the op lists once, after the walk (see deferred_placement)
+    with deferred_placement(model.graphs):
+        checked = _walk(model, g, facts, table, marks, info, index, namer, records)
+    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": n_symbols, "symbols_walked": checked}
+
+
+def _walk(
+    model: Model,
+    g: Graph,
+    facts: LayoutFacts,
+    table: SymbolTable,
+    marks: Marks,
+    info: Any,
+    index: _ModelIndex,
+    namer: IdentityNamer,
+    records: list[dict[str, Any]],
+) -> int:
+    """GE's ordered walk over the symbols with a candidate pair, and the solving; returns the symbols walked."""
     checked = 0
     for symbol in sorted(facts.conflict_symbols):
         anchors = table.s2a[symbol]
@@ -188,7 +207,7 @@ def _process(
                     {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", "after": anchor.name}
                 )
             records.append(rec)
-    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": n_symbols, "symbols_walked": checked}
+    return checked
 
 
 @register("layout-conflict", options=OPTION_VALIDATORS)
