@@ -452,3 +452,42 @@ def test_program_cached_parses_once_and_again_after_a_rule_file_changes(tmp_path
     again = Program.cached(main)
     assert again is not first
     assert again.run(sqlite3.connect(":memory:")).rows("a") == [(2,)]
+
+
+@pytest.mark.parametrize("thin", [1, 1000])
+def test_linear_rounds_keep_sets_with_nulls_and_typed_columns(thin):
+    """Linear recursion in rounds (forced on a small input): tuples with a NULL are no unique-index conflict, yet
+    every relation stays a set (a later count sees each tuple once), like the single WITH RECURSIVE statement."""
+    from anchorlog.queries.evaluate import SQLEvaluation as cls
+
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE e (a, b, tag)")
+    rows = [(1, 2, None), (2, 3, None), (3, 1, None), (1, 3, None), (2, 4, "x"), (4, 5, None), (5, 6, None)]
+    c.executemany("INSERT INTO e VALUES (?, ?, ?)", rows)
+    text = """
+    .decl p(x: number, t: symbol)
+    .decl q(x: number, t: symbol)
+    .decl n(x: number, c: number)
+    .decl m(c: number)
+    p(Y, T) :- e(1, Y, T).
+    p(Z, T) :- p(Y, T), e(Y, Z, _).
+    p(Z, T2) :- p(Y, _), e(Y, Z, T2).
+    q(X, T) :- e(X, _, T).
+    q(Y, T) :- q(X, T), e(X, Y, _).
+    n(X, N) :- p(X, _), N = count : { p(X, _) }.
+    m(N) :- N = count : { q(_, _) }.
+    .output p
+    .output n
+    .output m
+    """
+    prog = Program.from_text(text)
+    want = {rel: prog.run(c).rows(rel) for rel in ("p", "n", "m")}
+    old = (cls.linear_rounds_min_rows, cls.linear_thin_rounds, cls.linear_thin_delta)
+    cls.linear_rounds_min_rows, cls.linear_thin_rounds, cls.linear_thin_delta = 0, thin, 2
+    try:
+        res = prog.run(c)
+    finally:
+        cls.linear_rounds_min_rows, cls.linear_thin_rounds, cls.linear_thin_delta = old
+    assert {rel: res.rows(rel) for rel in ("p", "n", "m")} == want
+    assert (1, None) in want["p"] and (6, "x") in want["p"] and len(set(want["p"])) == len(want["p"])
+    assert want["n"] == [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 2)] and want["m"] == [(12,)]

@@ -7,6 +7,7 @@ conditions; a negated atom becomes NOT EXISTS; an aggregate becomes a correlated
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .analysis import rule_error
@@ -263,13 +264,20 @@ class SQLCompiler:
         order: list[int] | None = None,
         forced: bool = False,
         distinct: bool = True,
+        head_filter: Callable[[list[str]], str] | None = None,
     ) -> str:
-        """SELECT producing the head tuples of `rule` (columns named head_columns)."""
+        """SELECT producing the head tuples of `rule` (columns named head_columns). `head_filter`, given the SQL
+        expressions of the head columns, returns one more WHERE condition (e.g. "not derived yet")."""
+        self._alias = 0  # aliases are unique per statement: the same rule compiles to the same text every run
         froms, conds, env, _ = self.body(rule.body, {}, overrides, order, forced)
         if rule.head.args:
-            cols = [f"{self.term(a, env)} AS {quote(c)}" for a, c in zip(rule.head.args, head_columns)]
+            exprs = [self.term(a, env) for a in rule.head.args]
+            cols = [f"{e} AS {quote(c)}" for e, c in zip(exprs, head_columns)]
         else:
+            exprs = ["1"]
             cols = [f"1 AS {quote(head_columns[0])}"]
+        if head_filter is not None:
+            conds.append(head_filter(exprs))
         # min/max/mean over an empty body yield no tuple (Soufflé): require the aggregate values to be non-null
         for a in rule.head.args:
             if _has_nullable_aggregate(a):
