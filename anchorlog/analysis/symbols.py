@@ -213,7 +213,7 @@ SYMBOL_RELATIONS = (
     "parent_out",
     "subgraph",
 )
-_RULE_OUTPUTS = ["tree_root", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
+_RULE_OUTPUTS = ["tree_link", "sym_root", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
 _NODE_SHIFT = 1 << 20  # aid = ord * 2^20 + io * 2^19 + idx (symbols.dl)
 
 
@@ -296,7 +296,12 @@ def _rules_table(db: Any, order: list[tuple[str, str, int]], gname: str | None, 
     """symbols.dl on ``db`` with GE's ``order`` (mapped graph ``gname``; None: each root graph), laid out."""
     extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(gname,)] if gname is not None else []}
     res = _program().run(db, engine=_pick_engine(engine, len(order)), extra=extra, outputs=_RULE_OUTPUTS)
-    return assemble_symbol_table(res, gname or (order[0][0] if order else ""), order=order)
+    return assemble_symbol_table(
+        res,
+        gname or (order[0][0] if order else ""),
+        order=order,
+        relations={"tree": "tree_link", "founders": "sym_root"},
+    )
 
 
 # The roles of symbols.dl's result relations in the assembly, and their names in symbols.dl.
@@ -312,18 +317,22 @@ _IO_BIT = 1 << 19
 _IDX_MASK = _IO_BIT - 1
 
 
-def _decoder(order: list[tuple[str, str, int]]) -> Any:
-    """aid -> (graph, node, io, idx) for anchors numbered over ``order`` (``aid = ord * 2^20 + io * 2^19 + idx``)."""
+def _decoder(order: list[tuple[str, str, int]]) -> tuple[Any, Any]:
+    """aid -> (graph, node, io, idx) for anchors numbered over ``order`` (``aid = ord * 2^20 + io * 2^19 + idx``):
+    one anchor, and a list of them."""
     if order and (order[0][2] != 0 or order[-1][2] != len(order) - 1):
-        by_ord = {o: (g, n) for g, n, o in order}
+        by_ord: Any = {o: (g, n) for g, n, o in order}
     else:
-        by_ord = [(g, n) for g, n, _ in order]  # type: ignore[assignment]
+        by_ord = [(g, n) for g, n, _ in order]
 
     def anchor(aid: int) -> Anchor:
         g, n = by_ord[aid >> 20]
         return (g, n, "out" if aid & _IO_BIT else "in", aid & _IDX_MASK)
 
-    return anchor
+    def anchors(aids: list[int]) -> list[Anchor]:
+        return [(*by_ord[a >> 20], "out" if a & _IO_BIT else "in", a & _IDX_MASK) for a in aids]
+
+    return anchor, anchors
 
 
 def assemble_symbol_table(
@@ -342,12 +351,16 @@ def assemble_symbol_table(
     use symbols.dl's names. The ``tree`` relation holds ``(aid, founder)`` rows (symbols.dl ``tree_root``;
     anchors decoded with ``order``, the ``node_order`` rows the rules ran with) or ``(graph, node, io, idx, aid,
     founder)`` rows (``anchor_tree``, or a subset such as layout.dl's rows for the walked symbols: then only
-    those symbols are laid out, and ``order`` is not needed). ``top``: the mapped graph (for messages).
+    those symbols are laid out, and ``order`` is not needed). An optional role ``founders`` names a relation of
+    ``(aid,)`` rows whose own ``(aid, aid)`` rows the ``tree`` relation leaves out (symbols.dl: ``tree_link`` +
+    ``sym_root`` = ``tree_root``, two results SQLite never writes to a work table). ``top``: the mapped graph (for messages).
     Raises :class:`InputError` / :class:`PassFailure` where GE's mapping fails."""
     names = dict(SYMBOL_ROWS)
     if relations:
         names.update(relations)
     pairs = result.rows(names["tree"], sort=False)
+    if "founders" in names:  # the tree without the founders' own rows, and the founders
+        pairs.extend((a, a) for (a,) in result.rows(names["founders"], sort=False))
     if pairs and len(pairs[0]) != 2:
         by_aid: dict[int, Anchor] = {}
         wide = pairs
@@ -357,11 +370,15 @@ def assemble_symbol_table(
             by_aid[aid] = (g, n, io, int(i))
             pairs.append((aid, int(root)))
         anchor_of: Any = by_aid.__getitem__
+
+        def anchors_of(aids: list[int]) -> list[Anchor]:
+            return [by_aid[a] for a in aids]
+
     else:
         if order is None and pairs:
             raise TypeError("assemble_symbol_table: (aid, founder) rows need the node_order rows to decode anchors")
-        anchor_of = _decoder(order or [])
-    return _assemble_pairs(result, names, pairs, anchor_of, top)
+        anchor_of, anchors_of = _decoder(order or [])
+    return _assemble_pairs(result, names, pairs, anchor_of, anchors_of, top)
 
 
 def _assemble(res: Any, top: str) -> SymbolTable:
@@ -370,9 +387,11 @@ def _assemble(res: Any, top: str) -> SymbolTable:
     return assemble_symbol_table(res, top, relations={"tree": "anchor_tree"})
 
 
-def _assemble_pairs(res: Any, names: dict[str, str], pairs: list[tuple], anchor_of: Any, top: str) -> SymbolTable:
+def _assemble_pairs(
+    res: Any, names: dict[str, str], pairs: list[tuple], anchor_of: Any, anchors_of: Any, top: str
+) -> SymbolTable:
     """The layout: ``pairs`` = (aid, founder) per anchor with a symbol (an anchor may have two founders);
-    ``anchor_of``: aid -> anchor."""
+    ``anchor_of``: aid -> anchor; ``anchors_of``: a list of aids -> their anchors."""
     pairs.sort()  # visiting order (the rules' result usually comes sorted: then this is one linear pass)
     root_of: dict[int, int] = dict(pairs)
     two_roots: dict[int, list[int]] = {}
@@ -424,30 +443,33 @@ def _assemble_pairs(res: Any, names: dict[str, str], pairs: list[tuple], anchor_
     for roots in two_roots.values():
         involved.update(roots)
 
-    # symbols without unions: named after the founder, anchors in visiting order
-    members: dict[int, list[int]] = {}
+    # symbols without unions: named after the founder, anchors in visiting order (a symbol's place in the table:
+    # where its first anchor is visited)
+    aids = [aid for aid, _ in pairs]
+    founders = [r for _, r in pairs]
+    members: dict[int, list[Anchor]] = {}
     get = members.get
-    for aid, r in pairs:  # sorted by aid, one founder each
+    for a, r in zip(anchors_of(aids), founders):
         lst_ = get(r)
         if lst_ is None:
-            members[r] = [aid]
+            members[r] = [a]
         else:
-            lst_.append(aid)
+            lst_.append(a)
+    if after:  # a NextIteration output comes right behind its Merge input in its symbol
+        for r in {root_of[x] for x in after if x in root_of}:
+            own = sorted((x for x, y in pairs if y == r), key=lambda x: (after.get(x, x), 1 if x in after else 0))
+            members[r] = anchors_of(own)
     st = SymbolTable(graph=top)
-    a2s, s2a = st.anchor_to_symbol, st.symbol_to_anchors
-    for root, aids in members.items():
-        if root in involved:
-            continue
-        s = name(root)
-        if after:
-            aids = sorted(aids, key=lambda x: (after.get(x, x), 1 if x in after else 0))
-        lst = s2a[s] = [anchor_of(aid) for aid in aids]
-        a2s.update(dict.fromkeys(lst, s))
+    s2a = st.symbol_to_anchors
+    for root, lst in members.items():
+        if root not in involved:
+            s2a[name(root)] = lst
+    st.anchor_to_symbol = a2s = {a: s for s, lst in s2a.items() for a in lst}
 
     # symbols that unions join: replay appends and unions in visiting order
     if involved:
-        for root in involved:
-            for aid in members.get(root, ()):
+        for aid, root in pairs:
+            if root in involved:
                 if aid in after:
                     events.append((after[aid], 2, "append", aid, None))
                 else:
