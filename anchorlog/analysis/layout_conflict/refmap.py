@@ -60,12 +60,17 @@ def get_ref_mapping(
     """``GraphUtils::GetRefMapping(graph)`` from the shared rule-computed table, in GE's DFS node order
     (``ctx``: a pass context whose shared fact database to use; ``db``: a fact database of ``model``).
     ``index`` is accepted for the callers' convenience and not needed."""
-    from anchorlog.analysis.symbols import symbol_table_rules
+    from anchorlog.analysis.symbols import cached_symbol_table, symbol_table_rules
 
     # The pass context's engine (SQLite by default): since the engine forces a size-guided join order, SQLite
     # evaluates symbols.dl linearly and avoids copying the fact tables into DuckDB ("auto" would above 3000 nodes).
     engine = getattr(ctx, "engine", "sqlite") if ctx is not None else "auto"
-    st = symbol_table_rules(model, graph, ctx=ctx, db=db, engine=engine if engine in ("sqlite", "duckdb") else "auto")
+    engine = engine if engine in ("sqlite", "duckdb") else "auto"
+    if ctx is not None and db is None:
+        # the pipeline's table of this model state (computed once per pass context, on the shared fact database)
+        st = cached_symbol_table(model, ctx, graph, engine=engine)
+    else:
+        st = symbol_table_rules(model, graph, ctx=ctx, db=db, engine=engine)
     return from_rule_table(model, st)
 
 

@@ -103,9 +103,9 @@ TABLE_OUTPUTS = [
     "layout_late_link",
     "layout_symbol_count",
 ]
-# symbols.dl's relation names, as anchorlog.analysis.symbols assembles them, for the subsets layout.dl gives
-_SUB_ROWS = {
-    "anchor_tree": "layout_sub_tree",
+# the roles of anchorlog.analysis.symbols.assemble_symbol_table -> layout.dl's subsets for the walked symbols
+_SUB_ROLES = {
+    "tree": "layout_sub_tree",
     "sg_out_union": "layout_sub_union",
     "merge_peer": "layout_sub_merge",
     "nextiter_out": "layout_sub_nextiter",
@@ -114,29 +114,19 @@ _SUB_ROWS = {
 }
 
 
-class _SubResult:
-    """symbols.dl's result relations restricted to the walked symbols (what ``symbols._assemble`` reads)."""
-
-    def __init__(self, res: Any) -> None:
-        self.res = res
-
-    def rows(self, name: str, **kw: Any) -> list[tuple]:
-        return self.res.rows(_SUB_ROWS[name], **kw)
-
-
 def _run(
     db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str, outputs: list[str]
 ) -> tuple[Any, Any, dict[int, str]]:
     """One run of ``layout.dl`` (with ``symbols.dl``) for processed graph ``g``: the result, GE's table of the
     walked symbols (``symbols._assemble`` on their rows) and symbol id -> GE's symbol name."""
     from anchorlog.analysis.order import node_order_rows
-    from anchorlog.analysis.symbols import _assemble
+    from anchorlog.analysis.symbols import assemble_symbol_table
 
     extra = layout_inputs(model, g, opts)
     extra["node_order"] = node_order_rows(model, g)
     extra["sym_top"] = [(g.name,)]
     res = _program().run(db, engine=engine, extra=extra, outputs=outputs + TABLE_OUTPUTS)
-    st = _assemble(_SubResult(res), g.name)
+    st = assemble_symbol_table(res, g.name, relations=_SUB_ROLES)
     # every anchor of a symbol has its GE name; the walked symbols are named after any of theirs
     ge_name: dict[int, str] = {}
     for s, g1, n1, io1, i1, *_ in res.rows("layout_candidate_pair", sort=False):
