@@ -14,6 +14,10 @@ a fresh child process so that peak RSS (ru_maxrss) is that of the measured pipel
 
 Run:  .venv/bin/python benchmarks/bench_import.py [--nodes 10000 100000] [--seed 1] [--work DIR]
 Prints a Markdown table (seconds are wall clock; RSS in MiB).
+
+``--phases FILE...`` instead times, in this process and in CPU seconds (best of ``--repeat``), the phases the
+pipelines pay for a text model: ``read_model``, ``write_model`` as text (and whether the bytes equal the input),
+``tables_from_model``, the SQLite insert, indexes + ANALYZE, and the whole ``FactDB.from_model``.
 """
 
 from __future__ import annotations
@@ -103,6 +107,59 @@ def to_binary(path: str) -> str:
     return pb
 
 
+def phases(path: str, repeat: int, work: str) -> str:
+    """One Markdown row: CPU seconds (best of ``repeat``) of each phase for the text model at ``path``."""
+    import gc
+
+    from anchorlog.facts import ge_io
+    from anchorlog.facts.relations import FactDB, tables_from_model
+
+    best: dict[str, float] = {}
+
+    def done(name: str, c0: float) -> None:
+        best[name] = min(best.get(name, float("inf")), time.process_time() - c0)
+
+    out_path = os.path.join(work, "phases_out.pbtxt")
+    identical = True
+    nodes = rows = 0
+    for _ in range(repeat):
+        c0 = time.process_time()
+        model = ge_io.read_model(path)
+        done("read", c0)
+        nodes = model.num_nodes()
+        c0 = time.process_time()
+        ge_io.write_model(model, out_path)
+        done("write", c0)
+        with open(path, "rb") as a, open(out_path, "rb") as b:
+            identical = identical and a.read() == b.read()
+        c0 = time.process_time()
+        tables = tables_from_model(model)
+        done("derive", c0)
+        rows = sum(len(r) for r in tables.values())
+        del tables["op_class"]  # a new FactDB has it already
+        db = FactDB(":memory:")
+        c0 = time.process_time()
+        db._insert(tables)
+        done("insert", c0)
+        c0 = time.process_time()
+        db.create_indexes()
+        done("indexes", c0)
+        db.close()
+        del tables
+        c0 = time.process_time()
+        FactDB.from_model(model).close()
+        done("facts", c0)
+        model.release()
+        del model
+        gc.collect()
+    os.remove(out_path)
+    return (
+        f"| {os.path.basename(path)} | {nodes:,} | {os.path.getsize(path) / 2**20:.1f} | {best['read']:.2f} "
+        f"| {best['write']:.2f} ({'identical' if identical else 'DIFFERENT'}) | {best['derive']:.2f} "
+        f"| {best['insert']:.2f} | {best['indexes']:.2f} | {best['facts']:.2f} | {rows:,} |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, nargs="*", default=[10000, 100000])
@@ -110,8 +167,18 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/anchorlog-bench-import")
     ap.add_argument("--protobuf-max-mb", type=float, default=20.0)
     ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--phases", nargs="+", metavar="FILE", help="time the phases of these text models instead")
+    ap.add_argument("--repeat", type=int, default=1, help="with --phases: best of this many runs")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    if args.phases:
+        print("CPU seconds (process_time), best of", args.repeat, "\n")
+        print("| input | nodes | text MiB | read | write text | derive | insert | indexes + ANALYZE "
+              "| FactDB.from_model | fact rows |")  # fmt: skip
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for path in args.phases:
+            print(phases(path, args.repeat, args.work), flush=True)
+        return
     inputs = [("real dump 00017", REAL)] + [(f"transformer {n}", generate(n, args.seed, args.work)) for n in args.nodes]
     print("Seconds: wall clock / CPU time of the process (CPU is the steadier number on a shared machine).\n")
     print("| input | nodes | text MiB | import (ours) | protobuf text_format | ratio (CPU) | binary .pb import "
