@@ -491,3 +491,20 @@ def test_linear_rounds_keep_sets_with_nulls_and_typed_columns(thin):
     assert {rel: res.rows(rel) for rel in ("p", "n", "m")} == want
     assert (1, None) in want["p"] and (6, "x") in want["p"] and len(set(want["p"])) == len(want["p"])
     assert want["n"] == [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 2)] and want["m"] == [(12,)]
+
+
+def test_callers_temp_tables_survive_a_run_and_repeated_runs_agree(edges):
+    """The engine sets temp_store only on a connection without temp objects (changing it deletes every temp
+    table); a caller's temp table and its rows are still there after runs, and the work tables are gone."""
+    edges.execute("CREATE TEMP TABLE mine (x)")
+    edges.execute("INSERT INTO temp.mine VALUES (1)")
+    prog = Program.from_text(TC)
+    first = prog.run(edges).rows("reach")
+    assert prog.run(edges).rows("reach") == first  # compiled SQL reused: same result
+    assert edges.execute("SELECT x FROM temp.mine").fetchall() == [(1,)]
+    assert edges.execute("SELECT name FROM sqlite_temp_master").fetchall() == [("mine",)]
+    fresh = sqlite3.connect(":memory:")
+    fresh.execute("CREATE TABLE edge (src, dst)")
+    fresh.executemany("INSERT INTO edge VALUES (?, ?)", [(1, 2), (2, 3)])
+    assert prog.run(fresh).rows("reach") == [(1, 2), (1, 3), (2, 3)]
+    assert fresh.execute("SELECT name FROM sqlite_temp_master").fetchall() == []

@@ -28,6 +28,10 @@ from .sqlgen import UNIT_COLUMN, SQLCompiler, TableRef, bound_columns, join_orde
 from .syntax import Atom, Const
 
 _ids = itertools.count(1)
+# id() of the SQLite connections an evaluation is running on: work tables are named without a run number (the
+# same SQL text every run, so compiled statements can be reused), unless a run on the same connection is active
+_ACTIVE: set[int] = set()
+_MEMO_LIMIT = 64  # per program: cached type inferences / SQL layouts (distinct fact-database shapes)
 _AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
 _SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an index
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
@@ -44,6 +48,14 @@ def _rule_atoms(program: Program, rule: Any) -> list[tuple[Atom, bool]]:
 
         atoms = cache[id(rule)] = list(all_atoms(rule))
     return atoms
+
+
+def _program_memo(program: Program, kind: str) -> dict:
+    """A per-program cache (rules do not change; runs are many), emptied when it grows past _MEMO_LIMIT keys."""
+    memo = program.__dict__.setdefault("_al_memo", {}).setdefault(kind, {})
+    if len(memo) > _MEMO_LIMIT:
+        memo.clear()
+    return memo
 
 
 def _al_pow(a: Any, b: Any) -> Any:
@@ -83,6 +95,7 @@ class SQLEvaluation:
         self.recursive_cte = recursive_cte
         self.dry_run = dry_run
         self.run_id = next(_ids)
+        self._tag = str(self.run_id) if engine == "sqlite" and id(conn) in _ACTIVE else ""
         self.statements: list[str] = []
         self.created: list[str] = []  # work tables to drop
         self.duck = None
@@ -91,7 +104,7 @@ class SQLEvaluation:
 
     # -- naming --------------------------------------------------------------------------------------------
     def work_name(self, rel: str, kind: str = "") -> str:
-        name = quote(f"_al{self.run_id}{kind}_{rel}")
+        name = quote(f"_al{self._tag}{kind}_{rel}")
         return f"temp.{name}" if self.engine == "sqlite" else name
 
     @property
@@ -202,7 +215,13 @@ class SQLEvaluation:
             self.db_seeded = set(rel_db_seed)
         else:
             self.db_seeded = set()
-        self.types = infer_types(p.ast, known_types, p.arity)
+        # inferred types depend only on the program and the types known up front: computed once per such shape
+        memo = _program_memo(p, "types")
+        key = tuple(sorted((rel, tuple(t)) for rel, t in known_types.items()))
+        types = memo.get(key)
+        if types is None:
+            types = memo[key] = infer_types(p.ast, known_types, p.arity)
+        self.types = types
 
     def _stored_type(self, rel: str, col: str) -> str | None:
         """Type of an untyped SQLite column from the values it holds (DuckDB needs one type per column)."""
@@ -329,12 +348,14 @@ class SQLEvaluation:
         if self.engine == "sqlite" and not self.dry_run:
             _register_functions(self.conn)
             self._was_in_tx = self.conn.in_transaction
-            # work tables live in the temp schema: keep them in memory with a cache big enough for them
-            # (SQLite's default temp cache is 2 MB, which makes large fixpoints spill and crawl)
-            self._pragmas = {}
-            for pragma, value in (("temp_store", 2), ("temp.cache_size", -262144)):
-                self._pragmas[pragma] = self.conn.execute(f"PRAGMA {pragma}").fetchone()[0]
-                self.conn.execute(f"PRAGMA {pragma} = {value}")
+            # Work tables live in the temp schema: in memory (temp_store = MEMORY, also for SQLite's own
+            # ephemeral tables) with a cache big enough for them (SQLite's default temp cache is 2 MB, which makes
+            # large fixpoints spill and crawl). Changing temp_store deletes every temp table of the connection, so
+            # it is switched only when the caller has none, and left at MEMORY afterwards (no reset per run).
+            self._temp_free = self.conn.execute("SELECT 1 FROM temp.sqlite_master LIMIT 1").fetchone() is None
+            if self._temp_free and not self._was_in_tx and self.conn.execute("PRAGMA temp_store").fetchone()[0] != 2:
+                self.conn.execute("PRAGMA temp_store = 2")
+            self.conn.execute("PRAGMA temp.cache_size = -262144")
         # derived relations without seed rows get their table when a rule can first write or read them: a
         # small program run repeatedly (a pass re-deriving after each edit) often leaves most of them empty
         fact_heads = {
@@ -344,7 +365,13 @@ class SQLEvaluation:
         for rel, src in self.sources.items():
             if self.engine == "sqlite" and src == "db":
                 continue
-            if lazy and src in ("idb", "empty") and rel not in self.db_seeded and rel not in fact_heads:
+            empty_extra = src == "extra" and not self.extra[rel]
+            if (
+                lazy
+                and (src in ("idb", "empty") or empty_extra)
+                and rel not in self.db_seeded
+                and rel not in fact_heads
+            ):
                 self._deferred.add(rel)
                 continue
             self.create_table(self.refs[rel].sql, rel)
@@ -365,6 +392,48 @@ class SQLEvaluation:
         }
         self._fact_heads = {r.head.rel for r in self.p.ast.rules if id(r) in self.fact_rules}
         self.compiler = SQLCompiler(self.engine, self.refs)
+        # compiled SQL and index needs depend on the rules and where each relation lives (table names, columns):
+        # kept per program for this layout, so a program run again and again compiles each statement once
+        layout = (self.engine, tuple((rel, ref.sql, tuple(ref.columns)) for rel, ref in self.refs.items()))
+        self._memo: dict = _program_memo(self.p, "sql").setdefault(layout, {})
+
+    def select_sql(
+        self,
+        r: Any,
+        cols: list[str],
+        overrides: dict[int, str] | None = None,
+        order: list[int] | None = None,
+        forced: bool = False,
+        distinct: bool = True,
+    ) -> str:
+        """:meth:`SQLCompiler.select`, compiled once per rule, variant and table layout."""
+        key = (
+            "sel",
+            id(r),
+            tuple(cols),
+            tuple(sorted((overrides or {}).items())),
+            tuple(order or ()),
+            forced,
+            distinct,
+        )
+        sql = self._memo.get(key)
+        if sql is None:
+            sql = self._memo[key] = self.compiler.select(r, cols, overrides, order, forced=forced, distinct=distinct)
+        return sql
+
+    def needs_bound(self, r: Any, order: list[int]) -> list[tuple[str, tuple[str, ...]]]:
+        key = ("bound", id(r), tuple(order))
+        need = self._memo.get(key)
+        if need is None:
+            need = self._memo[key] = bound_columns(r, order, self.columns_for_index())
+        return need
+
+    def needs_probe(self, r: Any) -> list[tuple[str, tuple[str, ...]]]:
+        key = ("probe", id(r))
+        need = self._memo.get(key)
+        if need is None:
+            need = self._memo[key] = probe_columns(r, self.columns_for_index())
+        return need
 
     def _insert_dedup_rows(self, rel: str, rows: list[tuple], existing: bool) -> None:
         target = self.refs[rel].sql
@@ -400,6 +469,16 @@ class SQLEvaluation:
             self.duck.close()
             self.duck = None
             return
+        if not getattr(self, "_was_in_tx", True) and self.conn.in_transaction:
+            self.conn.commit()
+        if self.created and getattr(self, "_temp_free", False) and not self.conn.in_transaction:
+            # the temp schema holds only our work tables: one reset deletes them all (not a DROP per table)
+            try:
+                self.conn.execute("PRAGMA temp_store = 1")
+                self.conn.execute("PRAGMA temp_store = 2")
+                return
+            except sqlite3.Error:
+                pass
         for name in reversed(self.created):
             try:
                 self.conn.execute(f"DROP TABLE IF EXISTS {name}")
@@ -407,11 +486,6 @@ class SQLEvaluation:
                 pass
         if not getattr(self, "_was_in_tx", True) and self.conn.in_transaction:
             self.conn.commit()
-        for pragma, value in getattr(self, "_pragmas", {}).items():
-            try:
-                self.conn.execute(f"PRAGMA {pragma} = {value}")
-            except sqlite3.Error:
-                pass
 
     # -- indexes for iterated joins ------------------------------------------------------------------------
     def _small(self, rel: str) -> bool:
@@ -433,14 +507,6 @@ class SQLEvaluation:
                     continue
             elif self._small(rel):
                 continue
-                # a fact table without a usable index: read a private indexed copy instead (never touch main)
-                copy = self.work_name(rel, "e")
-                if copy not in self.created:
-                    self.create_table(copy, rel)
-                    self.exe(f"INSERT INTO {copy} SELECT * FROM main.{quote(rel)}")
-                    self.refs[rel] = TableRef(copy, ref.columns, ref.arity)
-                    self._colmap = None
-                    ref = self.refs[rel]
             self.create_index(rel, ref.sql, cols)
 
     def _db_has_index(self, rel: str, cols: tuple[str, ...]) -> bool:
@@ -475,15 +541,17 @@ class SQLEvaluation:
             return  # the relations stay empty (and, if deferred, without a table)
         if self._deferred:
             for rel in s.relations:
-                self.materialize(rel)
+                # a result read by no other stratum may go straight to Python, without a table
+                if rel not in getattr(self, "_terminal", ()):
+                    self.materialize(rel)
             for r, _ in rules:
                 for atom, _neg in _rule_atoms(self.p, r):
                     self.materialize(atom.rel)
         # negations and aggregates are correlated subqueries probing earlier relations (derived ones are
         # plain work tables): index the probed columns, else each probe is a scan and the stratum quadratic
-        colmap = self.columns_for_index()
         for r, _ in rules:
-            self.ensure_lookup_indexes(probe_columns(r, colmap))
+            self.ensure_lookup_indexes(self.needs_probe(r))
+        self._inserted: dict[str, int] = {}
         if not s.recursive:
             self.eval_nonrecursive(s.relations[0], [r for r, _ in rules])
         elif s.linear and self.recursive_cte:
@@ -493,16 +561,22 @@ class SQLEvaluation:
         for rel in s.relations:
             self._sizes.pop(rel, None)
             self._nonempty.discard(rel)
+            # a relation without seed rows written only by counted INSERTs: its size is known without a query
+            n = self._inserted.get(rel)
+            if n is not None and self.engine == "sqlite" and not self.dry_run and not self._seeded(rel):
+                self._sizes[rel] = n
 
     def _union_insert(self, rel: str, selects: list[str], dedup: bool) -> None:
+        self.materialize(rel)
         target = self.refs[rel].sql
         for k in range(0, len(selects), _COMPOUND_CHUNK):
             chunk = selects[k : k + _COMPOUND_CHUNK]
             union = " UNION ".join(chunk) if len(chunk) > 1 else chunk[0]
             if dedup or k > 0:
-                self.exe(f"INSERT INTO {target} {self.not_known(union, rel, target)}")
+                n = self.exe(f"INSERT INTO {target} {self.not_known(union, rel, target)}")
             else:
-                self.exe(f"INSERT INTO {target} {union}")
+                n = self.exe(f"INSERT INTO {target} {union}")
+            self._inserted[rel] = self._inserted.get(rel, 0) + n
 
     def _seeded(self, rel: str) -> bool:
         return rel in self._fact_heads or self.sources[rel] == "extra" or rel in self.db_seeded
@@ -559,7 +633,7 @@ class SQLEvaluation:
         work tables and, guessing, may scan a large table per row of another: quadratic on big graphs."""
         atoms = [i for i, lit in enumerate(r.body) if isinstance(lit, Atom)]
         if self.engine != "sqlite" or self.dry_run or len(atoms) < 2:
-            return self.compiler.select(r, cols)
+            return self.select_sql(r, cols)
 
         def expected_rows(i: int) -> float:
             atom = r.body[i]
@@ -568,8 +642,8 @@ class SQLEvaluation:
 
         first = min(atoms, key=lambda i: (expected_rows(i), atoms.index(i)))
         order = self.order(r, first)
-        self.ensure_lookup_indexes(bound_columns(r, order, self.columns_for_index()))
-        return self.compiler.select(r, cols, None, order, forced=True)
+        self.ensure_lookup_indexes(self.needs_bound(r, order))
+        return self.select_sql(r, cols, None, order, forced=True)
 
     def eval_cte(self, s: Stratum, rules: list) -> None:
         if self.engine == "sqlite" and not self.dry_run and self._linear_rounds(s, rules):
@@ -577,14 +651,14 @@ class SQLEvaluation:
         rel = s.relations[0]
         target = self.refs[rel].sql
         cols = self.refs[rel].columns
-        cte = quote(f"_al{self.run_id}_rec_{rel}")
+        cte = quote(f"_al{self._tag}_rec_{rel}")
         base = [self.planned_select(r, cols) for r, rec in rules if not rec]
         recursive = []
         for r, rec in rules:
             if rec:
                 order = self.order(r, rec[0])
-                self.ensure_lookup_indexes(bound_columns(r, order, self.columns_for_index()))
-                recursive.append(self.compiler.select(r, cols, {rec[0]: cte}, order, forced=True, distinct=False))
+                self.ensure_lookup_indexes(self.needs_bound(r, order))
+                recursive.append(self.select_sql(r, cols, {rec[0]: cte}, order, forced=True, distinct=False))
         seeded = self._seeded(rel)
         if seeded:
             base.insert(0, f"SELECT * FROM {target}")
@@ -603,6 +677,7 @@ class SQLEvaluation:
         elif rel in getattr(self, "_terminal", ()):
             self._select_direct(rel, f"WITH RECURSIVE {cte}({col_list}) AS ({body}) {select}")
             return
+        self.materialize(rel)
         self.exe(f"INSERT INTO {target} WITH RECURSIVE {cte}({col_list}) AS ({body}) {select}")
 
     # Linear recursion on SQLite, set at a time. The relation's table gets a unique index over all its columns and
@@ -634,6 +709,7 @@ class SQLEvaluation:
         ]
         if max(joined, default=0) < self.linear_rounds_min_rows:
             return False
+        self.materialize(rel)
         target, cols = ref.sql, ref.columns
         qcols = [quote(c) for c in cols]
         bare = target.split(".", 1)[1]
@@ -654,15 +730,14 @@ class SQLEvaluation:
         hi = self.conn.execute(f"SELECT max(rowid) FROM {target}").fetchone()[0] or 0
         if not hi:
             return True  # nothing to start from
-        colmap = self.columns_for_index()
         # the planner has no statistics for the work table: told nothing, it expects a big delta and builds a bloom
         # filter over the (analyzed) fact table joined next, a full scan per round
         delta = f"(SELECT * FROM {target} WHERE likelihood(rowid > ?1, 0.000001) AND rowid <= ?2)"
         steps = []
         for r, pos in recursive:
             order = self.order(r, pos)
-            self.ensure_lookup_indexes(bound_columns(r, order, colmap))
-            sel = self.compiler.select(r, cols, {pos: delta}, order, forced=True, distinct=False)
+            self.ensure_lookup_indexes(self.needs_bound(r, order))
+            sel = self.select_sql(r, cols, {pos: delta}, order, forced=True, distinct=False)
             steps.append(f"INSERT OR IGNORE INTO {target} SELECT * FROM ({sel}) AS s WHERE {fresh}")
         lo, thin, rounds = 0, 0, 0
         while hi > lo:
@@ -766,15 +841,14 @@ class SQLEvaluation:
 
     def _variants(self, rules: list, delta: dict[str, str]) -> dict[str, list[str]]:
         """Per head relation: each recursive rule once per recursive atom, that atom reading `delta`."""
-        colmap = self.columns_for_index()
         variants: dict[str, list[str]] = {}
         for r, rec in rules:
             for pos in rec:
                 order = self.order(r, pos)
-                self.ensure_lookup_indexes(bound_columns(r, order, colmap))
+                self.ensure_lookup_indexes(self.needs_bound(r, order))
                 atom = r.body[pos]
                 assert isinstance(atom, Atom)
-                sql = self.compiler.select(
+                sql = self.select_sql(
                     r, self.refs[r.head.rel].columns, {pos: delta[atom.rel]}, order, forced=True, distinct=False
                 )
                 variants.setdefault(r.head.rel, []).append(sql)
@@ -800,6 +874,7 @@ class SQLEvaluation:
         costs one probe of the full table (NOT EXISTS) and one INSERT OR IGNORE: no DISTINCT passes."""
         members = s.relations
         for rel in members:
+            self.materialize(rel)
             if self._seeded(rel):  # the initial round's NOT EXISTS probes the seeded rows
                 self.create_index(rel, self.refs[rel].sql, tuple(self.refs[rel].columns))
         if not self._initial_round(members, rules):
@@ -877,6 +952,9 @@ class SQLEvaluation:
 
     # -- driver --------------------------------------------------------------------------------------------
     def run(self, wanted: list[str]) -> Result:
+        active = self.engine == "sqlite" and not self._tag
+        if active:
+            _ACTIVE.add(id(self.conn))
         try:
             self.setup()
             strata = self.needed_strata(wanted)
@@ -887,7 +965,11 @@ class SQLEvaluation:
         except RuleError:
             raise
         finally:
-            self.cleanup()
+            try:
+                self.cleanup()
+            finally:
+                if active:
+                    _ACTIVE.discard(id(self.conn))
         return Result({rel: self.columns[rel] for rel in wanted}, rows)
 
     def _mark_terminal(self, strata: list[Stratum], wanted: list[str]) -> None:
@@ -921,6 +1003,7 @@ class SQLEvaluation:
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, sql))
         if not self._affinity_ok(rel, rows):  # store them as before and read back
+            self.materialize(rel)
             self.insert_rows(self.refs[rel].sql, rel, rows)
             return
         self._direct[rel] = rows
