@@ -1,6 +1,7 @@
 """Benchmark: ``rw-conflict`` alone and inside a pipeline (fact database already shared), CPU seconds.
 
     nice -n 10 .venv/bin/python benchmarks/bench_rw_conflict.py --nodes 10000 30000 [--profile]
+    nice -n 10 .venv/bin/python benchmarks/bench_rw_conflict.py --conflict-heavy 1500 --split-heavy 200
 
 Each size: ``generate_transformer(nodes=N, seed=0)`` frozen out of the cyclic GC (as bench_conflicts.py). Three
 figures per size, each on a fresh deep copy: the shared fact database (``shared_facts``, paid once per pipeline
@@ -21,7 +22,9 @@ import time
 
 from anchorlog.analysis.fact_cache import shared_facts
 from anchorlog.analysis.registry import PASSES, PassContext, load_all
+from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.generate import generate_transformer
+from anchorlog.facts.graph import Model
 
 
 def bench(nodes: int, profile: bool) -> str:
@@ -65,12 +68,73 @@ def bench(nodes: int, profile: bool) -> str:
     )
 
 
+def conflict_heavy(blocks: int) -> Model:
+    """Every block: Data/ReLU/Mul chain step, a Const read by a ReLU and by an ``_input_mutable`` HcomAllReduce
+    (kReadOnlyConst -> kScopeWriteable: one Identity per block), 5 nodes per block."""
+    b = GraphBuilder("g")
+    b.chain("d:Data")
+    last = "d"
+    for i in range(blocks):
+        b.chain(last, f"r{i}:ReLU", f"m{i}:Mul")
+        b.chain(f"c{i}:Const", f"hc{i}:HcomAllReduce")
+        b.attr(f"hc{i}", "_input_mutable", True)
+        b.edge(f"hc{i}", 0, f"m{i}", 1)
+        b.chain(f"c{i}", f"x{i}:ReLU")
+        last = f"m{i}"
+    b.chain(last, "out:NetOutput")
+    return b.build()
+
+
+def split_heavy(blocks: int) -> Model:
+    """Every block: an Identity read by a ReLU and scope-written by an HcomAllReduce (GE splits it, then judges
+    its removal on the fan-out after the split), 5 nodes per block."""
+    b = GraphBuilder("g")
+    b.chain("d:Data")
+    last = "d"
+    for i in range(blocks):
+        b.chain(last, f"a{i}:ReLU", f"id{i}:Identity", f"r{i}:ReLU")
+        b.chain(f"id{i}", f"hc{i}:HcomAllReduce")
+        b.attr(f"hc{i}", "_input_mutable", True)
+        b.chain(f"hc{i}", f"m{i}:Mul")
+        b.edge(f"r{i}", 0, f"m{i}", 1)
+        last = f"m{i}"
+    b.chain(last, "out:NetOutput")
+    return b.build()
+
+
+def bench_synthetic(kind: str, blocks: int) -> str:
+    """rw-conflict with the shared fact database built, on a synthetic graph (rule parse paid beforehand)."""
+    from anchorlog.analysis import rw_conflict
+
+    rw_conflict._program()
+    model = conflict_heavy(blocks) if kind == "conflict" else split_heavy(blocks)
+    gc.collect()
+    gc.freeze()
+    ctx = PassContext()
+    shared_facts(model, ctx)
+    c = time.process_time()
+    section = PASSES["rw-conflict"].fn(model, ctx)  # type: ignore[misc]
+    cpu = time.process_time() - c
+    return (
+        f"{kind}-heavy nodes={model.num_nodes()} (before) | rw-conflict with shared facts {cpu:.2f}s CPU | "
+        f"{section.get('rule_evaluations', '?')} rule evaluation(s), {section.get('copies', 0)} copies"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", type=int, nargs="+", default=[10_000, 30_000])
+    ap.add_argument("--nodes", type=int, nargs="*", default=[10_000, 30_000])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--conflict-heavy", type=int, metavar="BLOCKS", help="synthetic: one Identity per 5 nodes")
+    ap.add_argument("--split-heavy", type=int, metavar="BLOCKS", help="synthetic: one Identity split per 5 nodes")
     a = ap.parse_args()
     load_all()
+    if a.conflict_heavy:
+        print(bench_synthetic("conflict", a.conflict_heavy), flush=True)
+    if a.split_heavy:
+        print(bench_synthetic("split", a.split_heavy), flush=True)
+    if a.conflict_heavy or a.split_heavy:
+        return
     for n in a.nodes:
         print(bench(n, a.profile), flush=True)
 

@@ -280,7 +280,9 @@ class _WatchedTouched(set):
         super().clear()
 
 
-_DEFERRED: weakref.WeakKeyDictionary[Graph, _Placement] = weakref.WeakKeyDictionary()
+# graphs held by deferred_placement -> their insertion log (made at the first insertion: a graph nothing is
+# inserted into costs nothing)
+_DEFERRED: weakref.WeakKeyDictionary[Graph, _Placement | None] = weakref.WeakKeyDictionary()
 
 
 @contextmanager
@@ -297,35 +299,40 @@ def deferred_placement(graphs: Iterable[Graph]) -> Iterator[None]:
     no-op for graphs already held."""
     started = [g for g in graphs if g not in _DEFERRED]
     for g in started:
-        # the consumer index is built now, from the real op list: built later (first use after an insertion) it
-        # would list consumers in the provisional order; inside the block it is kept up to date edge by edge
-        g._ensure_index()
-        _DEFERRED[g] = _Placement(list(g.nodes.values()), index=g._consumers)
-        g.touched = _WatchedTouched(g.touched)
+        _DEFERRED[g] = None
     try:
         yield
     finally:
         for g in started:
             placement = _DEFERRED.pop(g, None)
+            if placement is None:
+                continue
             watched = g.touched
             g.touched = set(watched)
-            if placement is not None and placement.after:
+            if placement.after:
                 _settle(g, placement, synced=getattr(watched, "synced", True))
-                if g._consumers is not placement.index:
-                    # rebuilt inside the block (after Graph.invalidate) from the provisional order: build it again
-                    # from the final one
-                    g.invalidate()
+            if g._consumers is not placement.index:
+                # rebuilt inside the block (after Graph.invalidate) from the provisional order: build it again from
+                # the final one
+                g.invalidate()
 
 
 def _add_after(graph: Graph, node: Node, after: str) -> None:
     """``graph.add_node(node, after=after)``, or its deferred form inside :func:`deferred_placement`."""
-    placement = _DEFERRED.get(graph)
-    if placement is None:
+    if graph not in _DEFERRED:
         graph.add_node(node, after=after)
         return
     anchor = graph.nodes.get(after)
     if anchor is None:
         raise KeyError(f"graph {graph.name}: no node {after!r}")
+    placement = _DEFERRED[graph]
+    if placement is None:
+        # the first insertion: the op list is still the real one. The consumer index is built now from it (built
+        # later, at its first use after an insertion, it would list consumers in the provisional order; inside
+        # the block it is kept up to date edge by edge), and fact syncs are watched from here on.
+        graph._ensure_index()
+        placement = _DEFERRED[graph] = _Placement(list(graph.nodes.values()), index=graph._consumers)
+        graph.touched = _WatchedTouched(graph.touched)
     graph.add_node(node)
     placement.after.setdefault(id(anchor), []).append(node)
     placement.placed.add(id(node))
