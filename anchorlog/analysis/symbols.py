@@ -1,13 +1,12 @@
 """Memory symbols: GE's anchor -> symbol equivalence classes (``GraphUtils::GetRefMapping``, reference §3).
 
-Anchors sharing a symbol share memory. Two ways to get the table, giving the same partition:
-
-* :func:`ref_mapping` replays GE's procedure over a :class:`~anchorlog.facts.graph.Model` (nodes in
-  ``GetAllNodes`` order after a topological sort, in-anchors before out-anchors, unions keep the longer
-  list). It reproduces GE's symbol *names* (the founding anchor, e.g. ``conv1_out_0``) and the *order* of
-  anchors inside a symbol, both of which GE's layout checkers depend on (reference §10).
-* ``anchorlog/queries/symbols.dl`` states the same equivalence as a recursive query over the fact database
-  (relations ``anchor_symbol`` / ``same_symbol``); :func:`symbol_table` on a :class:`FactDB` uses it.
+Anchors sharing a symbol share memory. ``anchorlog/queries/symbols.dl`` derives the classes as a recursive query
+over the fact database (founders ``tree_root`` / ``tree_link`` + ``sym_root``, GE's unions, classes
+``anchor_symbol`` / ``same_symbol``); this module lays the result out the way GE's procedure leaves it: symbol
+*names* (the founding anchor, e.g. ``conv1_out_0``) and the *order* of anchors inside a symbol (nodes in
+``GetAllNodes`` order after a topological sort, in-anchors before out-anchors, unions keep the longer list),
+both of which GE's layout checkers depend on (reference §10). A step-by-step replay of GE's procedure is kept as
+a test oracle only (tests/oracles/ge_refmap.py).
 
 Anchors are ``(graph, node, io, idx)`` tuples with ``io`` in ``{"in", "out"}``; symbols are GE anchor-name
 strings (``<node>_out_<i>`` / ``<node>_in_<i>``).
@@ -17,6 +16,9 @@ Public API::
     a2s, s2a = symbol_table(model)                 # dict anchor->symbol, dict symbol->[anchors] (GE order)
     st = ref_mapping(model, graph="sub")           # SymbolTable; GetRefMapping called on a subgraph (§3.4)
     st.symbol_of(("g", "relu", "out", 0)); st.same(a, b); st.anchors(sym)
+    st = cached_symbol_table(model, ctx, graph)    # once per model state per pass context (read-only)
+    rows = cached_node_order(model, ctx, graph)    # GE's visiting order (node_order rows), same cache
+    st = assemble_symbol_table(res, top, order=rows, relations={...})  # GE's table from symbols.dl's result rows
 """
 
 from __future__ import annotations
