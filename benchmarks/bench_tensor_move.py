@@ -52,6 +52,8 @@ def bench(nodes: int, share: float, seed: int, engine: str) -> dict:
         "rules_s": tim.get("rules_s", 0.0),
         "decide_rewrite_s": tim.get("walk_and_decide_s", 0.0),
         "rule_runs": section.get("rule_runs", 0),
+        "rederived": section.get("rederived", 0),
+        "looked_through": section.get("looked_through", 0),
         "pass_cpu_s": c3 - c1,  # facts + RW priming + symbols + rules + decisions + rewrite, CPU time
         "write_s": c4 - c3,
         "total_cpu_s": c4 - c0,
@@ -73,6 +75,7 @@ def main() -> None:
             f"nodes={r['nodes']:>7} tms={r['tensor_moves']:>6} deleted={r['deleted']:>6} "
             f"read={r['read_s']:.2f}s facts={r['facts_s']:.2f}s rules={r['rules_s']:.2f}s "
             f"decide+rewrite={r['decide_rewrite_s']:.2f}s rule_runs={r['rule_runs']} "
+            f"rederived={r['rederived']} looked_through={r['looked_through']} "
             f"write={r['write_s']:.2f}s pass_cpu={r['pass_cpu_s']:.2f}s total_cpu={r['total_cpu_s']:.2f}s "
             f"(wall {r['total_wall_s']:.2f}s) kept_by={r['kept_by_rule']} pass={r['pass_timings']}",
             flush=True,
