@@ -1140,6 +1140,7 @@ class _TextWriter:
         # distinct origin attr, so attribute identities repeat. Valid for one write (the model is not edited
         # meanwhile and every keyed Attr stays alive, so its id is not reused).
         self._desc_text: dict[tuple, str] = {}
+        self._attr_heads: dict[tuple[str, int, str], str] = {}
 
     # generic trees (unknown fields, attr_groups)
     def tree(self, t: list, d: int) -> None:
@@ -1165,9 +1166,12 @@ class _TextWriter:
         # protobuf sorts map entries by key bytes; code point order is the same for UTF-8 text
         p2 = _IND[d + 2]
         close = f"{p1}}}\n{p}}}"
+        heads = self._attr_heads
         for key in sorted(attrs):
             a = attrs[key]
-            head = f"{p}{field} {{\n{p1}key: {quote(key)}\n{p1}value {{"
+            head = heads.get((field, d, key))
+            if head is None:  # the same few dozen keys on every op: their entry heads are made once per write
+                head = heads[(field, d, key)] = f"{p}{field} {{\n{p1}key: {quote(key)}\n{p1}value {{"
             kind = a.kind
             v = a.value
             # the common scalar kinds in one line each (several text lines per list element)
