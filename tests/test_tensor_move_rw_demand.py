@@ -108,3 +108,37 @@ def test_asked_types_equal_full_types_on_generated_decoders() -> None:
         model = generate_transformer(nodes=1500, seed=seed, tensor_move_share=0.2, partition_every=2)
         for primed in (True, False):
             assert _compare(model, primed=primed, reuse=list(range(8))) > 0
+
+
+def _facts_with_full_slice(model: Model, options: dict[str, str]) -> dict[str, list[tuple]]:
+    """derive_facts with every path entry's readers in the slice (the slice before tm_sib_ask restricted it)."""
+    from anchorlog.analysis import tensor_move as tmmod
+
+    orig = tmmod.TMRules._closure
+    tmmod.TMRules._closure = lambda self, core, readers_of=None: orig(self, core, None)
+    try:
+        return tmmod.derive_facts(model, options=options)
+    finally:
+        tmmod.TMRules._closure = orig
+
+
+def _same_facts(model_of, options: dict[str, str]) -> None:
+    from anchorlog.analysis.tensor_move import derive_facts
+
+    restricted = derive_facts(model_of(), options=options)
+    full = _facts_with_full_slice(model_of(), options)
+    for rel in full:
+        assert sorted(restricted[rel], key=repr) == sorted(full[rel], key=repr), rel
+
+
+def test_slice_without_readers_of_kept_tensor_moves_gives_the_same_facts() -> None:
+    # the slice holds the readers of a path entry only for TensorMoves Rules 1-2 may let through (tm_sib_ask):
+    # every relation of the program is the same as with all readers in it
+    for options in ({}, {"ge.exec.inputReuseMemIndexes": "0,1,2,3,4,5,6,7"}):
+        _same_facts(lambda: generate_transformer(nodes=1500, seed=1, tensor_move_share=0.2, partition_every=2), options)
+
+
+@pytest.mark.skipif(not CASES, reason="../shared/conformance is absent")
+def test_slice_restriction_on_conformance_models() -> None:
+    for path in CASES:
+        _same_facts(lambda path=path: read_model(path), {"ge.exec.inputReuseMemIndexes": "0"})

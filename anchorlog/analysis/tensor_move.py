@@ -357,11 +357,21 @@ class TMRules:
         through a bypassed TensorMove continue along its own path, whose nodes the slice holds."""
         self.runs += 1
         traced = list(seed) + [(b.graph, b.tm) for b in bypass or ()]
-        trace = self.trace_prog.run(self.db, engine=self.engine, outputs=["tm_path"], extra={"tm_seed": traced}).rows(
-            "tm_path"
+        res = self.trace_prog.run(
+            self.db,
+            engine=self.engine,
+            outputs=["tm_path", "tm_sib_ask"],
+            extra={"tm_seed": traced, **self.options_rows},
         )
-        demand = {(g, tm) for g, tm in traced} | {(pg, pn) for _g, _tm, _i, pg, pn, _o in trace}
-        sl = self._slice(demand)
+        trace = res.rows("tm_path")
+        tms = {(g, tm) for g, tm in traced}
+        demand = tms | {(pg, pn) for _g, _tm, _i, pg, pn, _o in trace}
+        # whose readers the slice needs: the TensorMoves' (successors) and the path entries' of those Rules 1-2 may
+        # let through (siblings, tm_sib_ask) -- and, for look-through facts, of the bypassed TensorMoves' paths
+        # (a dependent's path continues along them)
+        ask = {(g, tm) for g, tm in res.rows("tm_sib_ask")} | {(b.graph, b.tm) for b in bypass or ()}
+        readers_of = tms | {(pg, pn) for g, tm, _i, pg, pn, _o in trace if (g, tm) in ask}
+        sl = self._slice(demand, readers_of)
         try:
             if bypass:
                 self._bypass_in_slice(sl, bypass)
@@ -409,9 +419,13 @@ class TMRules:
         )
         return res.rows("tm_pending_cycle")
 
-    def _closure(self, core: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    def _closure(
+        self, core: set[tuple[str, str]], readers_of: set[tuple[str, str]] | None = None
+    ) -> set[tuple[str, str]]:
         """The nodes whose fact rows the rules read for the ``core`` nodes (TensorMoves and their path entries):
-        the core, their data consumers (fan-out, sibling and successor types), and for every wrapper among them,
+        the core, the data consumers of those in ``readers_of`` (default all; successor and sibling types and
+        flags -- the fan-out counts need only the edges, which the slice copies from either end), and for every
+        wrapper among them,
         above them (owner of a subgraph they sit in) or next to such a wrapper: the wrapper, its producers and
         consumers and every node of its subgraphs, transitively (what RW types of wrappers and subgraph Data
         read). Computed on the IR, which is current; its cost follows the neighbourhood, not the graph."""
@@ -441,7 +455,7 @@ class TMRules:
         for g, n in sorted(core):
             note(g, n)
             gr = graphs.get(g)
-            if gr is None or n not in gr.nodes:
+            if gr is None or n not in gr.nodes or (readers_of is not None and (g, n) not in readers_of):
                 continue
             for o in out_indices(gr, n):
                 for d, _k in gr.consumers(n, o):
@@ -466,14 +480,14 @@ class TMRules:
                         note(sub, m)
         return out
 
-    def _slice(self, demand: set[tuple[str, str]]):
+    def _slice(self, demand: set[tuple[str, str]], readers_of: set[tuple[str, str]] | None = None):
         """A SQLite database with the fact rows of :meth:`_closure` of the demanded nodes (schema and indexes of
         the fact database), copied from the shared fact database by index look-ups."""
         import sqlite3
 
         from anchorlog.facts.relations import INDEXES, SCHEMA
 
-        sliced = self._closure(demand)
+        sliced = self._closure(demand, readers_of)
         self._sliced = sliced
         src = self._conn()
         src.execute("CREATE TEMP TABLE IF NOT EXISTS tm_demand (graph TEXT, node TEXT)")
