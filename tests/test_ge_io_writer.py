@@ -91,3 +91,24 @@ def test_generated_graph_text_identical_with_and_without_block_reuse() -> None:
     assert ge_io.model_to_text(m) == _uncached_text(m)
     text = ge_io.model_to_text(m)
     assert ge_io.model_to_text(ge_io.read_model_text(text)) == text
+
+
+def test_binary_output_is_the_same_in_every_process(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    real = "/work/shared/real-graphs/ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt"
+    code = (
+        "import hashlib, sys\n"
+        "from anchorlog.facts import ge_io\n"
+        "print(hashlib.sha256(ge_io.model_to_bytes(ge_io.read_model(sys.argv[1]))).hexdigest())\n"
+    )
+    digests = {
+        subprocess.run([sys.executable, "-c", code, real], capture_output=True, text=True, check=True).stdout
+        for _ in range(3)
+    }
+    assert len(digests) == 1
+    pb = tmp_path / "m.pb"
+    ge_io.write_model(ge_io.read_model(real), pb)
+    with open(real, encoding="utf-8") as f:
+        assert ge_io.model_to_text(ge_io.read_model(pb)) == f.read()

@@ -1531,11 +1531,12 @@ def _pb2():
 
 
 def model_to_bytes(model: Model) -> bytes:
-    """The model as a serialized ``ge.proto.ModelDef``."""
+    """The model as a serialized ``ge.proto.ModelDef``; the same bytes for the same model in every process (map
+    entries, e.g. attributes, in key order: upb's default order varies from one process to the next)."""
     pb = _pb2()
     msg = pb.ModelDef()
     _model_to_msg(model, msg)
-    return msg.SerializeToString()
+    return msg.SerializeToString(deterministic=True)
 
 
 def _model_to_msg(m: Model, msg) -> None:
