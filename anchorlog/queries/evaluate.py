@@ -777,7 +777,9 @@ class SQLEvaluation:
             return f"NOT EXISTS (SELECT 1 FROM {target} AS o WHERE {cond})"
 
         prune = unknown if hi > 4 * self.linear_rounds_min_rows else None
-        parts = [f"SELECT {', '.join(qcols)} FROM {target} WHERE rowid > {int(lo)} AND rowid <= {int(hi)}"]
+        parts = [
+            f"SELECT {', '.join(qcols)} FROM {target} WHERE likelihood(rowid > {int(lo)}, 0.000001) AND rowid <= {int(hi)}"
+        ]
         for r, pos in recursive:
             order = self.order(r, pos)
             parts.append(
