@@ -508,3 +508,18 @@ def test_callers_temp_tables_survive_a_run_and_repeated_runs_agree(edges):
     fresh.executemany("INSERT INTO edge VALUES (?, ?)", [(1, 2), (2, 3)])
     assert prog.run(fresh).rows("reach") == [(1, 2), (1, 3), (2, 3)]
     assert fresh.execute("SELECT name FROM sqlite_temp_master").fetchall() == []
+
+
+def test_result_membership_test_builds_no_dataframe(monkeypatch):
+    """``"rel" in res`` answers from the relation names: Mapping's default went through ``res[rel]``, which
+    builds a pandas DataFrame (and imports pandas) only to throw it away."""
+    from anchorlog.queries.program import Result
+
+    res = Result({"r": ["a"]}, {"r": [(1,)]})
+
+    def no_frames(self, rel):
+        raise AssertionError("membership test built a DataFrame")
+
+    monkeypatch.setattr(Result, "__getitem__", no_frames)
+    assert "r" in res
+    assert "s" not in res

@@ -113,6 +113,10 @@ class Result(Mapping):
             self._frames[rel] = pandas.DataFrame(self._sorted_rows(rel), columns=self._columns[rel])
         return self._frames[rel].copy()
 
+    def __contains__(self, rel: object) -> bool:
+        # Mapping's default calls __getitem__, which would build (and copy) a DataFrame just to answer this.
+        return rel in self._rows
+
     def __iter__(self):
         return iter(self._rows)
 
