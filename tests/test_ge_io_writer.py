@@ -16,18 +16,7 @@ def _desc(shape: list[int], shared: dict[str, Attr] | None = None, **kw) -> Tens
 def _uncached_text(model: Model) -> str:
     """The model's text with every descriptor written by tensor_desc directly (no block reuse)."""
     w = ge_io._TextWriter()
-
-    def desc_block(field: str, td: TensorDesc, d: int) -> str:
-        saved = w.out
-        w.out = lines = [f"{ge_io._IND[d]}{field} {{"]
-        try:
-            w.tensor_desc(td, d + 1)
-        finally:
-            w.out = saved
-        lines.append(f"{ge_io._IND[d]}}}")
-        return "\n".join(lines)
-
-    w.desc_block = desc_block  # type: ignore[method-assign]
+    w.desc_block = w.render_desc_block  # type: ignore[method-assign]
     w.model(model)
     w.out.append("")
     return "\n".join(w.out)

@@ -1367,17 +1367,21 @@ class _TextWriter:
             key = None
             text = None
         if text is None:
-            saved = self.out
-            self.out = lines = [f"{_IND[d]}{field} {{"]
-            try:
-                self.tensor_desc(td, d + 1)
-            finally:
-                self.out = saved
-            lines.append(f"{_IND[d]}}}")
-            text = "\n".join(lines)
+            text = self.render_desc_block(field, td, d)
             if key is not None and not td.extra:
                 self._desc_text[key] = text
         return text
+
+    def render_desc_block(self, field: str, td: TensorDesc, d: int) -> str:
+        """``field { <td> }`` at depth ``d`` written now, without the block cache."""
+        saved = self.out
+        self.out = lines = [f"{_IND[d]}{field} {{"]
+        try:
+            self.tensor_desc(td, d + 1)
+        finally:
+            self.out = saved
+        lines.append(f"{_IND[d]}}}")
+        return "\n".join(lines)
 
     def node(self, n: Node, d: int) -> None:
         out = self.out
