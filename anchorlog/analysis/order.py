@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
+from itertools import repeat
 
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
@@ -33,33 +34,54 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     consumers = g._consumers  # type: ignore[union-attr]
     ctrl_succ = g._ctrl_succ  # type: ignore[union-attr]
     nodes = g.nodes
-    # edges from NextIteration do not count: they close a loop (GetInEdgeSize)
-    nexts = {n.name for n in nodes.values() if n.type in _NEXT_ITERATION}
-    outs_of: dict[str, list[int]] = {}
-    for src, out in consumers:
-        lst = outs_of.get(src)
-        if lst is None:
-            outs_of[src] = [out]
-        else:
-            lst.append(out)
-    for lst in outs_of.values():
-        if len(lst) > 1:
-            lst.sort()
+    # Waiting count of every node (its data and control in-edges) and the sources in stored order. Edges from
+    # NextIteration do not count (GetInEdgeSize: they close a loop); such nodes are rare, so the counts are
+    # first taken over all edges and taken again, excluding those edges, only when the graph has one.
     pending: dict[str, int] = {}
-    non_data: list[Node] = []
-    data: list[Node] = []
-    for n in nodes.values():
+    sources: list[Node] = []
+    nexts: set[str] = set()
+    for name, n in nodes.items():
         ins = n.inputs
-        if nexts:
-            k = len(n.ctrl_inputs) + sum(1 for a in ins if a is not None and a[0] not in nexts)
-        else:
-            k = len(n.ctrl_inputs) + len(ins) - ins.count(None)
-        pending[n.name] = k
+        k = len(n.ctrl_inputs) + len(ins) - ins.count(None)
+        pending[name] = k
         if k == 0:
-            (data if n.type in _INPUT_LIKE else non_data).append(n)
+            sources.append(n)
+        if n.type in _NEXT_ITERATION:
+            nexts.add(name)
+    if nexts:
+        sources = []
+        for name, n in nodes.items():
+            k = len(n.ctrl_inputs) + sum(1 for a in n.inputs if a is not None and a[0] not in nexts)
+            pending[name] = k
+            if k == 0:
+                sources.append(n)
+    # Each producer's consumer lists straight from the consumer index, by ascending out anchor: the list
+    # itself for a producer with one used out anchor (the common case: no container built per node), else a
+    # tuple of lists. A NextIteration's consumers were never waiting on it, so it has no entry.
+    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]] = {}
+    first_out: dict[str, int] = {}
+    outs_of_multi: dict[str, list[int]] = {}
+    for key, users in consumers.items():
+        src = key[0]
+        if src in first_out:
+            outs = outs_of_multi.get(src)
+            if outs is None:
+                outs_of_multi[src] = [first_out[src], key[1]]
+            else:
+                outs.append(key[1])
+        else:
+            first_out[src] = key[1]
+            users_of[src] = users
+    for src, outs in outs_of_multi.items():
+        # several used out anchors: walked by ascending out index, as GE walks its out anchors
+        outs.sort()
+        users_of[src] = tuple(consumers[(src, out)] for out in outs)
+    for name in nexts:
+        users_of.pop(name, None)
     # GE inserts each non-data source at the front and each data source right after them: popping from the
     # back then yields the data sources in order, then the others in order.
-    stack: list[Node] = non_data[::-1] + data[::-1]
+    stack: list[Node] = [n for n in reversed(sources) if n.type not in _INPUT_LIKE]
+    stack += [n for n in reversed(sources) if n.type in _INPUT_LIKE]
     # The graph's declared input order wins among the sources it names (GE's swap loop leaves them in
     # descending declared position in the stack, so they pop in declared order).
     declared = {name.rsplit(":", 1)[0] if ":" in name else name: i for i, name in enumerate(g.input)}
@@ -70,23 +92,35 @@ def dfs_topo_order(g: Graph) -> list[Node]:
             stack[i] = n
     order: list[Node] = []
     push = stack.append
+    pop = stack.pop
+    visit = order.append
+    users_get = users_of.get
+    succ_get = ctrl_succ.get
     while stack:
-        n = stack.pop()
-        order.append(n)
+        n = pop()
+        visit(n)
         name = n.name
-        outs = outs_of.get(name)
-        if outs is not None and name not in nexts:  # a NextIteration's consumers were never waiting on it
-            for out in outs:
+        users = users_get(name)
+        if users is not None:
+            if type(users) is list:
                 # newly ready consumers of one out anchor are pushed in link order
-                for dst, _ in consumers[(name, out)]:
+                for dst, _ in users:
                     left = pending[dst]
-                    if left == 0:
-                        continue
-                    left -= 1
-                    pending[dst] = left
-                    if left == 0:
-                        push(nodes[dst])
-        succ = ctrl_succ.get(name)
+                    if left:
+                        left -= 1
+                        pending[dst] = left
+                        if not left:
+                            push(nodes[dst])
+            else:
+                for per_out in users:
+                    for dst, _ in per_out:
+                        left = pending[dst]
+                        if left:
+                            left -= 1
+                            pending[dst] = left
+                            if not left:
+                                push(nodes[dst])
+        succ = succ_get(name)
         if succ:
             for dst in succ:
                 left = pending[dst] - 1
@@ -94,8 +128,9 @@ def dfs_topo_order(g: Graph) -> list[Node]:
                 if left == 0:
                     push(nodes[dst])
     if len(order) != len(nodes):
-        left = [n for n in nodes if n not in {o.name for o in order}]
-        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left[:5]}", g.name)
+        done = {o.name for o in order}
+        left_over = [n for n in nodes if n not in done]
+        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left_over[:5]}", g.name)
     return order
 
 
@@ -137,7 +172,8 @@ def graph_nodes(model: Model, g: Graph) -> list[Node]:
     order = _TOPO.get(model, {}).get(g.name)
     if order is None:
         return list(g.nodes.values())
-    kept = [n for n in order if g.nodes.get(n.name) is n]
+    stored = g.nodes.get
+    kept = [n for n in order if stored(n.name) is n]
     if len(kept) == len(g.nodes):
         return kept
     known = {id(n) for n in kept}
@@ -147,12 +183,18 @@ def graph_nodes(model: Model, g: Graph) -> list[Node]:
 def all_nodes(model: Model, g: Graph) -> list[Node]:
     """``ComputeGraph::GetAllNodes``: pre-order; a node is followed by all nodes of its subgraphs (first
     subgraph first, recursively) before its next sibling."""
-    return [n for _g, n in _walk_all(model, g, graph_nodes)]
+    out: list[Node] = []
+    for _graph, run in _runs(model, g, graph_nodes):
+        out += run
+    return out
 
 
-def _walk_all(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[tuple[Graph, Node]]:
-    """``GetAllNodes`` from ``top`` with each graph's direct nodes in the order ``nodes_of`` gives."""
-    out: list[tuple[Graph, Node]] = []
+def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[tuple[Graph, list[Node]]]:
+    """``GetAllNodes`` from ``top`` as runs of consecutive nodes of one graph, each graph's direct nodes in the
+    order ``nodes_of`` gives: a run ends at a node owning subgraphs, whose subgraphs' runs follow (first
+    subgraph first, recursively; a graph is walked once). Runs instead of one ``(graph, node)`` pair per node:
+    no container per node is built."""
+    out: list[tuple[Graph, list[Node]]] = []
     seen: set[str] = set()
     graphs = {x.name: x for x in model.graphs}
 
@@ -160,14 +202,24 @@ def _walk_all(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[
         if graph.name in seen:
             return
         seen.add(graph.name)
-        for n in nodes_of(model, graph):
-            out.append((graph, n))
-            for s in n.subgraph_names:
+        nodes = nodes_of(model, graph)
+        start = 0
+        for i in [i for i, n in enumerate(nodes) if n.subgraph_names]:
+            out.append((graph, nodes[start : i + 1]))
+            start = i + 1
+            for s in nodes[i].subgraph_names:
                 if s in graphs:
                     walk(graphs[s])
+        if start < len(nodes):
+            out.append((graph, nodes[start:] if start else nodes))
 
     walk(top)
     return out
+
+
+def _walk_all(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[tuple[Graph, Node]]:
+    """``GetAllNodes`` from ``top`` with each graph's direct nodes in the order ``nodes_of`` gives."""
+    return [(graph, n) for graph, run in _runs(model, top, nodes_of) for n in run]
 
 
 def ge_graph_nodes(model: Model, g: Graph) -> list[Node]:
@@ -190,4 +242,9 @@ def ge_all_nodes(model: Model, g: Graph | None = None) -> list[tuple[Graph, Node
 
 def node_order_rows(model: Model, g: Graph | None = None) -> list[tuple[str, str, int]]:
     """The relation ``node_order(graph, node, ord)``: each node's position in :func:`ge_all_nodes` of ``g``."""
-    return [(gr.name, n.name, i) for i, (gr, n) in enumerate(ge_all_nodes(model, g))]
+    rows: list[tuple[str, str, int]] = []
+    k = 0
+    for graph, run in _runs(model, model.root if g is None else g, ge_graph_nodes):
+        rows += zip(repeat(graph.name), [n.name for n in run], range(k, k + len(run)))
+        k += len(run)
+    return rows
