@@ -21,6 +21,7 @@ Conventions (see docs/facts.md for every relation with example queries):
 from __future__ import annotations
 
 import base64
+import bisect
 import gc
 import json
 import os
@@ -503,11 +504,13 @@ def _graph_rows(
     want: frozenset[str] = frozenset(RELATIONS),
     only_nodes: set[str] | None = None,
     all_props: bool = False,
+    node_positions: dict[str, int] | None = None,
 ) -> None:
     """Append the rows owned by ``graph`` to ``t``, for the relations in ``want`` (op_class is not per graph).
 
     ``only_nodes``: just the rows of those nodes (no ``graph`` row); ``all_props`` then still gives every
-    node's ``node_prop`` row (positions shift when nodes come or go)."""
+    node's ``node_prop`` row (positions shift when nodes come or go); ``node_positions``: the positions of the
+    ``only_nodes`` present, when known (the graph's other nodes are then not visited)."""
     gq = qual.get(graph.name, graph.name)
     own = index.owner.get(graph.name)
     if "graph" in want and only_nodes is None:
@@ -538,9 +541,14 @@ def _graph_rows(
     # attrs JSON of Const value descriptors by the identities of their (shared) Attrs; see _tensor_def_json
     tdesc_memo: dict[tuple, tuple[str, list[Attr]]] = {}
 
-    if only_nodes is not None and not w_prop:
-        # no positions wanted: visit just the listed nodes (a refresh after a small edit of a big graph)
-        nodes_iter: Iterable[tuple[int, Node]] = ((-1, graph.nodes[n]) for n in sorted(only_nodes) if n in graph.nodes)
+    if only_nodes is not None and node_positions is not None:
+        # positions known (a refresh after a small edit of a big graph): visit just the listed nodes
+        nodes_iter: Iterable[tuple[int, Node]] = (
+            (node_positions[n], graph.nodes[n]) for n in sorted(only_nodes) if n in graph.nodes
+        )
+    elif only_nodes is not None and not w_prop:
+        # no positions wanted: visit just the listed nodes
+        nodes_iter = ((-1, graph.nodes[n]) for n in sorted(only_nodes) if n in graph.nodes)
     else:
         nodes_iter = enumerate(graph.nodes.values())
     for pos, node in nodes_iter:
@@ -788,18 +796,21 @@ def tables_from_model(
     graphs: Iterable[str] | None = None,
     relations: Iterable[str] | None = None,
     include_op_class: bool = True,
+    index: _ModelIndex | None = None,
 ) -> Tables:
     """Every relation of :data:`SCHEMA` for ``model``: ``{relation: [row tuples in column order]}``.
 
     ``model_name`` fills ``graph.model`` (default ``model.name`` or ``"model"``); ``graph_names`` maps IR graph
     names to the names used in the facts (for qualified names in a shared database); ``graphs`` restricts the
     derivation to those IR graphs (rows owned by them: see :data:`GRAPH_COLUMN`); ``relations`` to those
-    relations (the others come back empty; a pass reading a few relations of a huge model saves time).
+    relations (the others come back empty; a pass reading a few relations of a huge model saves time);
+    ``index``: a :class:`ModelIndex` of ``model`` to use (made here when not given).
     """
     name = model_name if model_name is not None else (model.name or "model")
     qual = graph_names or {}
     want = _wanted(relations)
-    index = _ModelIndex(model)
+    if index is None or index.model is not model:
+        index = _ModelIndex(model)
     t = empty_tables()
     only = set(graphs) if graphs is not None else None
     # Millions of small row tuples would trigger the cyclic collector over and over, each time rescanning
@@ -867,6 +878,11 @@ class FactDB:
         # model name -> relations derived for it (all unless add_model was told otherwise)
         self._model_relations: dict[str, frozenset[str]] = {}
         self._indexed = False
+        # (model, its structure_version, ModelIndex) kept between refreshes: see _index_for_refresh
+        self._refresh_index: tuple[Model, int, _ModelIndex] | None = None
+        # fact graphs whose node_prop positions are known to be the dense numbering of the IR order (derived
+        # whole, or kept in step since); positions=False refreshes take a graph out (see _shift_positions)
+        self._dense_positions: set[str] = set()
         self._speed_pragmas()
         self._create_tables()
         self._load_existing_models()
@@ -970,10 +986,13 @@ class FactDB:
         qual = self.fact_graph_names(model, mname)
         # the graph table is always kept: it says which model owns which graph
         want = _wanted(relations) | {"graph"}
-        tables = tables_from_model(model, mname, graph_names=qual, relations=want, include_op_class=False)
+        index = _ModelIndex(model)
+        self._refresh_index = (model, model.structure_version, index)  # later refreshes reuse it
+        tables = tables_from_model(model, mname, graph_names=qual, relations=want, include_op_class=False, index=index)
         self.models[mname] = qual
         self._model_relations[mname] = want
         self._insert(tables)
+        self._dense_positions.update(qual.values())
         self.create_indexes()
         return mname
 
@@ -992,6 +1011,7 @@ class FactDB:
         self._insert(
             tables_from_model(model, mname, graph_names=self.models[mname], relations=want, include_op_class=False)
         )
+        self._dense_positions.update(self.models[mname].values())
         self.conn.commit()
         return mname
 
@@ -1015,6 +1035,7 @@ class FactDB:
         self._insert(
             tables_from_model(model, mname, graph_names=qual, graphs=[gname], relations=want, include_op_class=False)
         )
+        self._dense_positions.add(qual[gname])
         self.conn.commit()
 
     def refresh_nodes(
@@ -1031,15 +1052,16 @@ class FactDB:
 
         ``nodes``: every node whose op, attributes, descriptors, inputs or control inputs changed, including
         nodes added or removed (a removed node's outgoing edges go too). Rows are owned by the consuming side:
-        when the consumers of a node changed, list the consumers. When nodes were added or removed every
-        ``node_prop`` row of the graph is re-derived (positions shift). Much cheaper than
+        when the consumers of a node changed, list the consumers. When nodes were added, removed or moved, the
+        positions of the other nodes are shifted in place (cost proportional to the edit; the whole ``node_prop``
+        of the graph is re-derived only when its stored positions were stale). Much cheaper than
         :meth:`refresh_graph` on a big graph; an edit that creates or re-parents subgraphs falls back to
         :meth:`replace_model`.
 
         ``positions=False`` (a pass refreshing after each of many small deletions): the cost stays proportional
         to ``nodes`` -- ``node_prop`` rows of removed nodes are dropped, those of the others are left as they
         were (positions and anchor counts are then stale until a refresh of the same nodes with
-        ``positions=True``; the caller owes that refresh). Adding nodes still re-derives every position.
+        ``positions=True``; the caller owes that refresh). Adding nodes still renumbers positions.
         ``index``: a :class:`ModelIndex` of ``model`` to reuse (valid while no subgraph is added or removed)."""
         if isinstance(graph, Graph):
             model = model or graph.model
@@ -1076,8 +1098,11 @@ class FactDB:
                 if c.execute(q, [gq, *chunk]).fetchone():  # a removed owner orphans its subgraphs
                     self.replace_model(model, mname)
                     return
-        structural = bool(removed) or bool(present - in_db)
         positions = positions or bool(present - in_db)  # a new node needs its position
+        # Positions: the listed nodes' rows are re-derived; the other rows are shifted in place (one UPDATE),
+        # unless the stored positions are not the dense numbering of the graph before the edit (then rebuilt).
+        new_positions = self._shift_positions(g, gq, names, present) if positions else None
+        shifted = new_positions is not None
         per_node = {
             "node": "name",
             "node_attr": "node",
@@ -1089,7 +1114,7 @@ class FactDB:
             "data_edge": "dst",
             "ctrl_edge": "dst",
         }
-        if not structural and positions:
+        if shifted:
             per_node["node_prop"] = "node"
         for chunk in _chunks(sorted(names)):
             marks = ", ".join("?" for _ in chunk)
@@ -1101,9 +1126,11 @@ class FactDB:
             marks = ", ".join("?" for _ in chunk)
             c.execute(f"DELETE FROM data_edge WHERE graph = ? AND src IN ({marks})", [gq, *chunk])
             c.execute(f"DELETE FROM ctrl_edge WHERE graph = ? AND src IN ({marks})", [gq, *chunk])
-        if structural and positions:
+        if positions and not shifted:
             c.execute("DELETE FROM node_prop WHERE graph = ?", [gq])
+            self._dense_positions.add(gq)  # every row re-derived below
         if not positions:
+            self._dense_positions.discard(gq)
             for chunk in _chunks(sorted(removed)):
                 marks = ", ".join("?" for _ in chunk)
                 c.execute(f"DELETE FROM node_prop WHERE graph = ? AND node IN ({marks})", [gq, *chunk])
@@ -1115,7 +1142,7 @@ class FactDB:
         gc.disable()
         try:
             _graph_rows(
-                index if index is not None and index.model is model else _ModelIndex(model),
+                index if index is not None and index.model is model else self._index_for_refresh(model, g, present),
                 g,
                 mname,
                 qual,
@@ -1123,13 +1150,98 @@ class FactDB:
                 is_root=g is model.graphs[0],
                 want=want,
                 only_nodes=present,
-                all_props=structural and positions,
+                all_props=positions and not shifted,
+                node_positions=new_positions,
             )
         finally:
             if gc_was_enabled:
                 gc.enable()
         self._insert(t)
         self.conn.commit()
+
+    def _index_for_refresh(self, model: Model, g: Graph, present: set[str]) -> _ModelIndex:
+        """The subgraph-owner index of ``model`` for a refresh of ``present`` nodes of ``g``: the one of the last
+        refresh when it still holds (no graph added or removed, every recorded owner still in its graph owning
+        the same subgraph, no refreshed node owning subgraphs), else a new one -- building it visits every node
+        of the model, which a refresh after a small edit should not."""
+        cached = self._refresh_index
+        if (
+            cached is not None
+            and cached[0] is model
+            and cached[1] == model.structure_version
+            and not any(g.nodes[n].subgraph_names for n in present)
+            and all(
+                n.graph is og and og.nodes.get(n.name) is n and i < len(n.subgraph_names) and n.subgraph_names[i] == sub
+                for sub, (og, n, i) in cached[2].owner.items()
+            )
+        ):
+            return cached[2]
+        index = _ModelIndex(model)
+        self._refresh_index = (model, model.structure_version, index)
+        return index
+
+    def _shift_positions(self, g: Graph, gq: str, names: set[str], present: set[str]) -> dict[str, int] | None:
+        """Renumber, in place, the ``node_prop`` positions of the nodes of ``g`` that are not in ``names`` after
+        the nodes in ``names`` were inserted, removed or moved, and return the new positions of the listed nodes
+        present; None (nothing done) when the stored rows are not the dense numbering 0..n-1 of the graph before
+        the edit (e.g. left stale by ``positions=False``).
+
+        The untouched nodes keep their relative order (only ``add_node``/``remove_node`` change the order, and
+        both mark the node touched), so each one's new position is its rank among the untouched nodes plus the
+        number of listed nodes now in front of it: a step function of its old position with one step per
+        listed node."""
+        c = self.conn
+        old: list[int] = []
+        for chunk in _chunks(sorted(names)):
+            marks = ", ".join("?" for _ in chunk)
+            old.extend(
+                r[0]
+                for r in c.execute(f"SELECT pos FROM node_prop WHERE graph = ? AND node IN ({marks})", [gq, *chunk])
+            )
+        n_rows = len(g.nodes) - len(present) + len(old)  # rows before the edit, were they in step
+        if gq not in self._dense_positions:  # e.g. a reopened file: look (a scan of the graph's rows)
+            count, lo, hi = c.execute(
+                "SELECT count(*), min(pos), max(pos) FROM node_prop WHERE graph = ?", [gq]
+            ).fetchone()
+            if count != n_rows or (count and (lo != 0 or hi != count - 1)):
+                return None
+            self._dense_positions.add(gq)
+        if len(present) <= 8:
+            order = list(g.nodes)
+            new = {n: order.index(n) for n in present}
+        else:
+            new = {n: i for i, n in enumerate(g.nodes) if n in present}
+        old.sort()
+        # listed node m (in new order) has new[m] - m untouched nodes in front of it
+        fronts = [p - m for m, p in enumerate(sorted(new.values()))]
+        # steps of delta(old position p) = #fronts <= rank(p) - #old < p, rank(p) = p - #old < p
+        steps: set[int] = set()
+        for r in old:  # from r + 1 on, one removed position less in front
+            steps.add(r + 1)
+        for f in fronts:  # the smallest untouched old position whose rank is f
+            p = f
+            while True:
+                k = bisect.bisect_left(old, p)
+                if p - k >= f and (k == len(old) or old[k] != p):
+                    break
+                p += 1
+            steps.add(p)
+        cases = []  # (first old position, delta) where delta changes; untouched rows in front keep theirs
+        last = 0
+        for p in sorted(steps):
+            k = bisect.bisect_left(old, p)
+            delta = bisect.bisect_right(fronts, p - k) - k
+            if p < n_rows and delta != last:
+                cases.append((p, delta))
+                last = delta
+        if not cases:
+            return new
+        # rows below the first step keep their position; the CASE picks the last step at or below each row
+        when = " ".join(f"WHEN pos >= {p} THEN {d}" for p, d in reversed(cases))
+        c.execute(
+            f"UPDATE node_prop SET pos = pos + CASE {when} ELSE 0 END WHERE graph = ? AND pos >= ?", [gq, cases[0][0]]
+        )
+        return new
 
     def _fact_name(self, mname: str, gname: str) -> str:
         """Fact name for a graph new to model ``mname``: qualified when the model's graphs are."""
