@@ -142,9 +142,9 @@ _TOPO: weakref.WeakKeyDictionary[Model, dict[str, list[Node]]] = weakref.WeakKey
 def topological_sorting(model: Model) -> None:
     """``root.TopologicalSorting()``: GE's DFS order for every graph (remembered for :func:`graph_nodes`) and
     ``id`` renumbered over ``GetAllNodes(root)``."""
-    _TOPO[model] = {g.name: dfs_topo_order(g) for g in model.graphs}
-    for i, n in enumerate(all_nodes(model, model.root)):
-        n.id = i
+    order = {g.name: dfs_topo_order(g) for g in model.graphs}
+    _TOPO[model] = order
+    _renumber(model, order, set(order))
 
 
 def topological_resort(model: Model, edited: Iterable[str]) -> None:
@@ -158,12 +158,28 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
         return
     names = set(edited)
     order = dict(cached)
+    fresh: set[str] = set()
     for g in model.graphs:
         if g.name in names or len(order[g.name]) != len(g.nodes):
             order[g.name] = dfs_topo_order(g)
+            fresh.add(g.name)
     _TOPO[model] = order
-    for i, n in enumerate(all_nodes(model, model.root)):
-        n.id = i
+    _renumber(model, order, fresh)
+
+
+def _renumber(model: Model, order: dict[str, list[Node]], fresh: set[str]) -> None:
+    """``id`` = position in ``GetAllNodes(root)`` (:func:`all_nodes`). A graph sorted just now (named in
+    ``fresh``) is walked in its new order as is: that order holds exactly the graph's current nodes, so the
+    check :func:`graph_nodes` makes for nodes added or removed since a sort cannot change it."""
+
+    def nodes_of(model: Model, g: Graph) -> list[Node]:
+        return order[g.name] if g.name in fresh else graph_nodes(model, g)
+
+    i = 0
+    for _graph, run in _runs(model, model.root, nodes_of):
+        for n in run:
+            n.id = i
+            i += 1
 
 
 def graph_nodes(model: Model, g: Graph) -> list[Node]:
