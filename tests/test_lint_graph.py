@@ -127,3 +127,35 @@ def test_pipeline_fact_database_gives_the_same_findings() -> None:
         assert section["unordered"] == alone["unordered"]
         # the shared database is only read: no auxiliary tables left in it
         assert {r[0] for r in db.conn.execute("SELECT name FROM main.sqlite_master")} == tables
+
+
+def test_io_name_rows_named_and_default() -> None:
+    """An op's name maps give its rows (first index of a repeated name kept); an op without them, or with
+    lists of different lengths, gets GE's default names for each of its anchors."""
+    from anchorlog.analysis.graph_lint import lint_io_name_rows
+
+    b = GraphBuilder("g")
+    b.chain("v:Variable", "asg:Assign")
+    b.chain("c:Const", "asg")
+    b.chain("v", "r:ReLU")
+    b.chain("c", "bad:Add")
+    m = b.build()
+    g = m.root
+    asg = g.node("asg")
+    asg.set_attr("_input_name_key", ["ref", "value", "ref"])
+    asg.set_attr("_input_name_value", [0, 1, 1])
+    asg.set_attr("_output_name_key", ["ref"])
+    asg.set_attr("_output_name_value", [0])
+    g.node("bad").set_attr("_input_name_key", ["x", "y"])
+    g.node("bad").set_attr("_input_name_value", [0])  # lengths differ: GE ignores the pair
+    rows = {(r[1], r[2], r[3], r[4]) for r in lint_io_name_rows(m)}
+    assert {r for r in rows if r[0] == "asg"} == {
+        ("asg", "in", 0, "ref"),
+        ("asg", "in", 1, "value"),
+        ("asg", "out", 0, "ref"),
+    }
+    assert {r for r in rows if r[0] == "r"} == {("r", "in", 0, "__input0"), ("r", "out", 0, "__output0")}
+    assert {r for r in rows if r[0] == "bad"} == {("bad", "in", 0, "__input0"), ("bad", "out", 0, "__output0")}
+    assert {r for r in rows if r[0] == "v"} == {("v", "out", 0, "__output0")}
+    only = lint_io_name_rows(m, {("g", "r")})
+    assert sorted(only) == [("g", "r", "in", 0, "__input0"), ("g", "r", "out", 0, "__output0")]

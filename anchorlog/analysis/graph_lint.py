@@ -20,7 +20,7 @@ from anchorlog.analysis.registry import PassContext, register
 from anchorlog.analysis.rw_conflict import no_gc
 from anchorlog.analysis.symbols import topo_nodes
 from anchorlog.facts.graph import Model
-from anchorlog.facts.relations import io_names
+from anchorlog.facts.relations import INPUT_NAME_KEY, OUTPUT_NAME_KEY, io_names
 
 GRAPH_LINT_DL = Path(__file__).resolve().parent.parent / "queries" / "graph_lint.dl"
 
@@ -70,14 +70,31 @@ def lint_io_name_rows(model: Model, only: set[tuple[str, str]] | None = None) ->
         pairs = [(graphs[gn], graphs[gn].nodes[nn]) for gn, nn in only if gn in graphs and nn in graphs[gn].nodes]
     else:
         pairs = [(g, n) for g in model.graphs for n in g.nodes.values()]
+    # Most ops carry no name attrs (3 % of a generated transformer's do): their rows are GE's default names,
+    # built from shared (idx, name) pairs instead of formatting each string per node.
+    defaults = {"in": _default_names("__input"), "out": _default_names("__output")}
+    name_key = {"in": INPUT_NAME_KEY, "out": OUTPUT_NAME_KEY}
     for g, n in pairs:
-        for io, count, default in (("in", n.num_inputs, "__input"), ("out", n.num_outputs, "__output")):
-            names = io_names(n, io)
+        gname, nname, attrs = g.name, n.name, n.attrs
+        for io, count in (("in", max(len(n.inputs), len(n.input_desc))), ("out", len(n.output_desc))):
+            names = io_names(n, io) if name_key[io] in attrs else None
             if names:
-                rows.extend((g.name, n.name, io, int(i), x) for x, i in names.items())
-            else:
-                rows.extend((g.name, n.name, io, i, f"{default}{i}") for i in range(count))
+                rows.extend([(gname, nname, io, int(i), x) for x, i in names.items()])
+            elif count:
+                rows.extend([(gname, nname, io, i, x) for i, x in defaults[io](count)])
     return rows
+
+
+def _default_names(prefix: str) -> Any:
+    """``count -> [(i, f"{prefix}{i}") for i < count]``, the pairs made once and shared."""
+    pairs: list[tuple[int, str]] = []
+
+    def first(count: int) -> list[tuple[int, str]]:
+        while len(pairs) < count:
+            pairs.append((len(pairs), f"{prefix}{len(pairs)}"))
+        return pairs[:count]
+
+    return first
 
 
 AUX_TABLES: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
