@@ -1341,6 +1341,7 @@ class FactDB:
 
     def close(self) -> None:
         self.conn.close()
+        self._refresh_index = None  # it holds the model
 
     def __enter__(self) -> FactDB:
         return self
