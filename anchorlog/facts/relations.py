@@ -281,6 +281,19 @@ def to_json(value: Any) -> str:
     return _encode(_jsonable(value))
 
 
+def _desc_fields(desc: TensorDesc) -> dict[str, Any]:
+    """A descriptor's plain fields as ``to_json`` writes them (attrs are added by the caller)."""
+    d: dict[str, Any] = {"dtype": desc.dtype, "shape": desc.shape, "layout": desc.layout}
+    if desc.name:
+        d["name"] = desc.name
+    if desc.size:
+        d["size"] = desc.size
+    if desc.reuse_input:
+        d["reuse_input"] = True
+        d["reuse_input_index"] = desc.reuse_input_index
+    return d
+
+
 def _jsonable(v: Any) -> Any:
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
@@ -296,14 +309,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, AttrList):
         return _jsonable(v.items)
     if isinstance(v, TensorDesc):
-        d: dict[str, Any] = {"dtype": v.dtype, "shape": v.shape, "layout": v.layout}
-        if v.name:
-            d["name"] = v.name
-        if v.size:
-            d["size"] = v.size
-        if v.reuse_input:
-            d["reuse_input"] = True
-            d["reuse_input_index"] = v.reuse_input_index
+        d = _desc_fields(v)
         if v.attrs:
             d["attrs"] = {k: _jsonable(a) for k, a in v.attrs.items()}
         return d
@@ -688,14 +694,7 @@ def _tensor_def_json(t: TensorDef, memo: dict[tuple, tuple[str, list[Attr]]]) ->
     if desc is None:
         dtext = "null"
     else:
-        d: dict[str, Any] = {"dtype": desc.dtype, "shape": desc.shape, "layout": desc.layout}
-        if desc.name:
-            d["name"] = desc.name
-        if desc.size:
-            d["size"] = desc.size
-        if desc.reuse_input:
-            d["reuse_input"] = True
-            d["reuse_input_index"] = desc.reuse_input_index
+        d = _desc_fields(desc)
         attrs = desc.attrs
         try:
             dtext = _encode(d)
