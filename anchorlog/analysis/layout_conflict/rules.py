@@ -118,7 +118,7 @@ def _run(
     db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str, outputs: list[str]
 ) -> tuple[Any, Any, dict[int, str]]:
     """One run of ``layout.dl`` (with ``symbols.dl``) for processed graph ``g``: the result, GE's table of the
-    walked symbols (``symbols._assemble`` on their rows) and symbol id -> GE's symbol name."""
+    walked symbols (``symbols.assemble_symbol_table`` on their rows) and symbol id -> GE's symbol name."""
     from anchorlog.analysis.order import node_order_rows
     from anchorlog.analysis.symbols import assemble_symbol_table
 
