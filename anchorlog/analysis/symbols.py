@@ -384,8 +384,9 @@ def assemble_symbol_table(
 
 
 def _assemble(res: Any, top: str) -> SymbolTable:
-    """Deprecated alias (layout-conflict's call until it switches): :func:`assemble_symbol_table` on the
-    ``anchor_tree``-shaped rows of ``res`` (six columns: graph, node, io, idx, aid, founder)."""
+    """:func:`assemble_symbol_table` on the ``anchor_tree``-shaped rows of ``res`` (six columns: graph, node, io,
+    idx, aid, founder). Used by no pass since layout-conflict calls :func:`assemble_symbol_table` itself; kept
+    for tests/test_symbols_cache.py."""
     return assemble_symbol_table(res, top, relations={"tree": "anchor_tree"})
 
 
