@@ -102,10 +102,15 @@ def _stored_order_is_topological(nodes: list[Node], pos: dict[str, int]) -> bool
     return True
 
 
+def _graph_of(model: Model, graph: Graph | str | None) -> Graph:
+    """``graph`` of ``model`` given by name or object; the root graph for None."""
+    return model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+
+
 def all_nodes(model: Model, graph: Graph | str | None = None, *, sort: bool = True) -> list[tuple[Graph, Node]]:
     """GE ``ComputeGraph::GetAllNodes`` of ``graph`` (root by default): each node, then, recursively, the
     nodes of its subgraphs in subgraph order, then the next node (reference §1.1)."""
-    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    g = _graph_of(model, graph)
     out: list[tuple[Graph, Node]] = []
     visiting: set[str] = set()
 
@@ -274,7 +279,7 @@ def symbol_table_rules(
     from anchorlog.analysis.order import node_order_rows
 
     if model is not None:
-        g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+        g = _graph_of(model, graph)
         order = node_order_rows(model, g)
         if db is None:
             if ctx is not None:
@@ -636,7 +641,7 @@ def cached_node_order(model: Model, ctx: Any, graph: Graph | str | None = None) 
     the list."""
     from anchorlog.analysis.order import node_order_rows
 
-    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    g = _graph_of(model, graph)
     entry = _state_entry(model, ctx)
     rows = entry["order"].get(g.name)
     if rows is None:
@@ -655,7 +660,7 @@ def cached_symbol_table(
 
     The table is shared: treat it as read-only (``.copy()`` before merging symbols, as TensorMove does). Errors
     (GE's mapping failing) are not cached."""
-    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    g = _graph_of(model, graph)
     entry = _state_entry(model, ctx)
     key = (g.name, graph is None)
     st = entry["table"].get(key)
