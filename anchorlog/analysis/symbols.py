@@ -221,7 +221,10 @@ SYMBOL_RELATIONS = (
     "subgraph",
 )
 _RULE_OUTPUTS = ["tree_link", "sym_root", "sg_out_union", "merge_peer", "nextiter_out", "phantom_out", "late_link"]
-_NODE_SHIFT = 1 << 20  # aid = ord * 2^20 + io * 2^19 + idx (symbols.dl)
+_NODE_BITS = 20  # aid = ord * 2^20 + io * 2^19 + idx (symbols.dl)
+_NODE_SHIFT = 1 << _NODE_BITS
+_IO_BIT = _NODE_SHIFT >> 1
+_IDX_MASK = _IO_BIT - 1
 
 
 # ``engine="auto"`` used DuckDB from this many nodes while SQLite's plans for symbols.dl were quadratic. Since
@@ -320,8 +323,6 @@ SYMBOL_ROWS = {
     "phantom_out": "phantom_out",
     "late_link": "late_link",
 }
-_IO_BIT = 1 << 19
-_IDX_MASK = _IO_BIT - 1
 
 
 def _decoder(order: list[tuple[str, str, int]]) -> tuple[Any, Any]:
@@ -333,11 +334,11 @@ def _decoder(order: list[tuple[str, str, int]]) -> tuple[Any, Any]:
         by_ord = [(g, n) for g, n, _ in order]
 
     def anchor(aid: int) -> Anchor:
-        g, n = by_ord[aid >> 20]
+        g, n = by_ord[aid >> _NODE_BITS]
         return (g, n, "out" if aid & _IO_BIT else "in", aid & _IDX_MASK)
 
     def anchors(aids: list[int]) -> list[Anchor]:
-        return [(*by_ord[a >> 20], "out" if a & _IO_BIT else "in", a & _IDX_MASK) for a in aids]
+        return [(*by_ord[a >> _NODE_BITS], "out" if a & _IO_BIT else "in", a & _IDX_MASK) for a in aids]
 
     return anchor, anchors
 
