@@ -269,7 +269,11 @@ class SQLEvaluation:
         except (sqlite3.Error, Exception) as e:  # noqa: BLE001 - a backend error is reported with the SQL
             if isinstance(e, (AnchorlogError, KeyboardInterrupt)):
                 raise
-            raise AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}") from None
+            raise self._sql_failure(e, sql) from None
+
+    def _sql_failure(self, e: BaseException, sql: str) -> AnchorlogError:
+        """The error reported when the backend rejects generated SQL (the statement's start included)."""
+        return AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}")
 
     def create_table(self, name: str, rel: str) -> None:
         cols = self.refs[rel].columns
@@ -802,7 +806,7 @@ class SQLEvaluation:
         try:
             cur = self.conn.execute(sql, params)
         except sqlite3.Error as e:
-            raise AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}") from None
+            raise self._sql_failure(e, sql) from None
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, sql))
         return cur
@@ -812,7 +816,7 @@ class SQLEvaluation:
         try:
             return cur.fetchall()
         except sqlite3.Error as e:
-            raise AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}") from None
+            raise self._sql_failure(e, sql) from None
 
     def _affinity_ok(self, rel: str, rows: list[tuple]) -> bool:
         """False when a value has another storage class than its declared column: the column's affinity would have
@@ -1001,7 +1005,7 @@ class SQLEvaluation:
         try:
             rows = self.conn.execute(sql).fetchall()
         except sqlite3.Error as e:
-            raise AnchorlogError(f"{self.engine} failed on generated SQL: {e}; SQL: {sql[:300]}") from None
+            raise self._sql_failure(e, sql) from None
         if self.profile is not None:
             self.profile.append((time.perf_counter() - t0, sql))
         if not self._affinity_ok(rel, rows):  # store them as before and read back
