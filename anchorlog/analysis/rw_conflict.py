@@ -198,8 +198,7 @@ class RWFacts:
         self.ident_keep: dict[tuple[str, str], str] = {}
         for g, x, why in sorted(res.rows("rwc_ident_keep")):
             self.ident_keep.setdefault((g, x), why)
-        self.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove", sort=False)}
-        self.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via", sort=False)}
+        self._read_removal(res)
         # outputs where InsertIdentityAsNeeded has something to do or report: a cell other than DO_NOTHING, or a
         # consumer carrying _skip_rw_conflict (an output whose cells all say DO_NOTHING changes and reports nothing)
         self.acting: set[tuple[str, str, int]] = {
@@ -218,9 +217,13 @@ class RWFacts:
         """The facts of :data:`REMOVAL_OUTPUTS` only (what ``RemoveNoUseIdentity`` reads), from a run that asked for
         no more: the engine then evaluates only the strata those relations depend on."""
         facts = cls.__new__(cls)
-        facts.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove", sort=False)}
-        facts.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via", sort=False)}
+        facts._read_removal(res)
         return facts
+
+    def _read_removal(self, res: Any) -> None:
+        """``remove`` / ``remove_via`` from the rows of :data:`REMOVAL_OUTPUTS`."""
+        self.remove = {(g, x): (s, j, ot) for g, x, s, j, ot in res.rows("rwc_remove", sort=False)}
+        self.remove_via = {(g, x): (c, k, it, r) for g, x, c, k, it, r in res.rows("rwc_remove_via", sort=False)}
 
     def result(self, out_t: str, in_t: str) -> str:
         """The matrix cell of rule ``rw_matrix`` (WRONG_GRAPH for a type the matrix does not know)."""
