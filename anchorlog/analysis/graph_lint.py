@@ -76,6 +76,7 @@ def lint_io_name_rows(model: Model, only: set[tuple[str, str]] | None = None) ->
     name_key = {"in": INPUT_NAME_KEY, "out": OUTPUT_NAME_KEY}
     for g, n in pairs:
         gname, nname, attrs = g.name, n.name, n.attrs
+        # the counts are Node.num_inputs / Node.num_outputs, spelled out (no property call per node)
         for io, count in (("in", max(len(n.inputs), len(n.input_desc))), ("out", len(n.output_desc))):
             names = io_names(n, io) if name_key[io] in attrs else None
             if names:
