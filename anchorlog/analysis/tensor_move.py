@@ -353,7 +353,7 @@ class TMRules:
 
         ``bypass``: derive them as if these TensorMoves were already deleted by a plain bypass (their producer
         anchor feeding their consumers; :meth:`_bypass_in_slice`), the look-through facts of
-        :meth:`TensorMoveDecider._look_through_facts`. The traceback then runs over the slice too: the paths
+        :meth:`TensorMoveDecider._derive_look_through`. The traceback then runs over the slice too: the paths
         through a bypassed TensorMove continue along its own path, whose nodes the slice holds."""
         self.runs += 1
         traced = list(seed) + [(b.graph, b.tm) for b in bypass or ()]
