@@ -8,7 +8,6 @@ from anchorlog.analysis.registry import PassContext
 from anchorlog.analysis.symbols import (
     SYMBOL_ROWS,
     SYMBOLS_DL,
-    _assemble,
     assemble_symbol_table,
     cached_node_order,
     cached_symbol_table,
@@ -99,6 +98,5 @@ def test_assembly_from_founder_pairs_and_from_named_rows_agree() -> None:
     by_names = assemble_symbol_table(res, "g", relations={"tree": "anchor_tree"})
     assert by_pairs.symbol_to_anchors == by_names.symbol_to_anchors == symbol_table_rules(m).symbol_to_anchors
     assert by_pairs.anchor_to_symbol == by_names.anchor_to_symbol
-    assert _assemble(res, "g").symbol_to_anchors == by_pairs.symbol_to_anchors  # the alias layout-conflict calls
     # the subgraph pass-through joined parent input and output: one symbol, named after the parent's producer
     assert by_pairs.same(("g", "add", "out", 0), ("g", "call", "out", 0))

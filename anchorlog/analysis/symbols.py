@@ -389,13 +389,6 @@ def assemble_symbol_table(
     return _assemble_pairs(result, names, pairs, anchor_of, anchors_of, top)
 
 
-def _assemble(res: Any, top: str) -> SymbolTable:
-    """:func:`assemble_symbol_table` on the ``anchor_tree``-shaped rows of ``res`` (six columns: graph, node, io,
-    idx, aid, founder). Used by no pass since layout-conflict calls :func:`assemble_symbol_table` itself; kept
-    for tests/test_symbols_cache.py."""
-    return assemble_symbol_table(res, top, relations={"tree": "anchor_tree"})
-
-
 def _assemble_pairs(
     res: Any, names: dict[str, str], pairs: list[tuple], anchor_of: Any, anchors_of: Any, top: str
 ) -> SymbolTable:
