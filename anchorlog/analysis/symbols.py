@@ -102,15 +102,10 @@ def _stored_order_is_topological(nodes: list[Node], pos: dict[str, int]) -> bool
     return True
 
 
-def _graph_of(model: Model, graph: Graph | str | None) -> Graph:
-    """``graph`` of ``model`` given by name or object; the root graph for None."""
-    return model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
-
-
 def all_nodes(model: Model, graph: Graph | str | None = None, *, sort: bool = True) -> list[tuple[Graph, Node]]:
     """GE ``ComputeGraph::GetAllNodes`` of ``graph`` (root by default): each node, then, recursively, the
     nodes of its subgraphs in subgraph order, then the next node (reference §1.1)."""
-    g = _graph_of(model, graph)
+    g = model.resolve_graph(graph)
     out: list[tuple[Graph, Node]] = []
     visiting: set[str] = set()
 
@@ -282,7 +277,7 @@ def symbol_table_rules(
     from anchorlog.analysis.order import node_order_rows
 
     if model is not None:
-        g = _graph_of(model, graph)
+        g = model.resolve_graph(graph)
         order = node_order_rows(model, g)
         if db is None:
             if ctx is not None:
@@ -635,7 +630,7 @@ def cached_node_order(model: Model, ctx: Any, graph: Graph | str | None = None) 
     the list."""
     from anchorlog.analysis.order import node_order_rows
 
-    g = _graph_of(model, graph)
+    g = model.resolve_graph(graph)
     entry = _state_entry(model, ctx)
     rows = entry["order"].get(g.name)
     if rows is None:
@@ -654,7 +649,7 @@ def cached_symbol_table(
 
     The table is shared: treat it as read-only (``.copy()`` before merging symbols, as TensorMove does). Errors
     (GE's mapping failing) are not cached."""
-    g = _graph_of(model, graph)
+    g = model.resolve_graph(graph)
     entry = _state_entry(model, ctx)
     key = (g.name, graph is None)
     st = entry["table"].get(key)

@@ -487,6 +487,12 @@ class Model(_AttrMixin):
                 return g
         raise KeyError(f"no graph {name!r}")
 
+    def resolve_graph(self, graph: Graph | str | None) -> Graph:
+        """A graph of this model given as an object or by name; the root graph for None."""
+        if graph is None:
+            return self.root
+        return self.graph(graph) if isinstance(graph, str) else graph
+
     def has_graph(self, name: str) -> bool:
         return any(g.name == name for g in self.graphs)
 

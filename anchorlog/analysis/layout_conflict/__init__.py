@@ -317,7 +317,7 @@ def is_graph_exist_mem_conflict_symbol(
     Typical use (TensorMove rule 5): ``a2, s2 = construct_single_node_symbol_table(si, so, A2S, S2A)`` then
     ``not is_graph_exist_mem_conflict_symbol(model, tm.graph, a2, s2, ctx.options)``.
     """
-    g = model.graph(graph) if isinstance(graph, str) else graph
+    g = model.resolve_graph(graph)
     by_name: dict[str, Node] = {}
     for gg in model.graphs:
         for n in gg.nodes.values():

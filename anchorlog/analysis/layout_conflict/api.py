@@ -132,7 +132,7 @@ def graph_has_mem_conflict_symbol(
     ``ConstructSingleNodeSymbolTable``); anchors of nodes that no longer exist are ignored. ``ctx``: the running
     pass's context (options, shared facts, the attribute cache). ``graph``: GE's graph argument (the
     TensorMove's owner graph), default the root: it decides user input/output and the graph info."""
-    g = model.root if graph is None else (model.graph(graph) if isinstance(graph, str) else graph)
+    g = model.resolve_graph(graph)
     a2s, s2a = _table(symbol_table)
     wanted = [s for s in symbols if s2a.get(s)]
     if not wanted:
