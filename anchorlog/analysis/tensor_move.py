@@ -244,6 +244,7 @@ DECISION_OUTPUTS = (
     "tm_succ_ctrl_sib",
     "tm_pending",
     "tm_rw_check",
+    "tm_may_delete",
 )
 REPORT_OUTPUTS = ("tm_rw",)
 SYMBOL_OUTPUTS = ("tm_symbol", "tm_merged")
@@ -741,20 +742,6 @@ class TensorMoveDecider:
         self.timings["look_through_s"] = round(time.process_time() - t4, 3)
 
     # -- look-through facts (chained TensorMoves without re-derivation) ----------------------------------------
-    @staticmethod
-    def _may_be_deleted(f: dict[str, list[tuple]]) -> bool:
-        """False when the first derivation's facts already keep the TensorMove by a reserved attribute, a failed
-        trace or Rules 1-2 (the conditions of tm_early_stop): then its deletion needs no look-through facts.
-        Only an economy: a TensorMove missed here falls back to re-derivation."""
-        if f.get("tm_reserved") or f.get("tm_trace_bad") or not f.get("tm_path"):
-            return False
-        classes = {r[0] for r in f.get("tm_src_class", [])}
-        if "multi_branch" in classes:
-            return False
-        if "special" in classes and f.get("tm_succ_unsafe"):
-            return False
-        return not ("data" in classes and not f.get("tm_reuse"))
-
     def _derive_look_through(self, seed: list[tuple[str, str]]) -> None:
         """For every TensorMove A that may be deleted by a plain bypass and whose deletion makes other
         TensorMoves' facts stale (:meth:`TMFacts.stale_after_bypass`: those whose path ends at A or passes A's
@@ -772,7 +759,9 @@ class TensorMoveDecider:
         blocked: set[tuple[str, str]] = set()
         for key in seed:
             f = self.facts.rows.get(key, {})
-            if key in blocked or not self._may_be_deleted(f):
+            # only a TensorMove the first derivation does not already keep (tm_may_delete) can be deleted;
+            # a miss would only cost a re-derivation
+            if key in blocked or not f.get("tm_may_delete"):
                 continue
             graph = self.graphs.get(key[0])
             node = graph.nodes.get(key[1]) if graph is not None else None
