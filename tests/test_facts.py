@@ -580,3 +580,32 @@ def test_model_release_frees_by_reference_counting():
     finally:
         if was:
             gc.enable()
+
+
+def test_fact_db_build_leaves_the_collector_as_it_was():
+    """FactDB derives and inserts with the collector paused and frees the rows before resuming it: the rows equal
+    tables_from_model's, the collector is enabled/disabled as before, and objects the program froze stay frozen."""
+    import gc
+
+    m = if_model()
+    expected = tables_from_model(m, "model")
+    was = gc.isenabled()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            db = FactDB.from_model(m)
+            assert gc.isenabled() is enabled
+            assert gc.get_freeze_count() == frozen
+            for rel in RELATIONS:
+                assert db.rows(rel) == expected[rel], rel
+            db.replace_model(m)
+            db.refresh_graph(m.graph("then"))
+            assert gc.isenabled() is enabled
+            for rel in RELATIONS:
+                assert sorted(db.rows(rel), key=repr) == sorted(expected[rel], key=repr), rel
+            db.close()
+    finally:
+        gc.unfreeze()
+        gc.enable() if was else gc.disable()

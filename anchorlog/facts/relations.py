@@ -987,10 +987,9 @@ class FactDB:
         want = _wanted(relations) | {"graph"}
         index = _ModelIndex(model)
         self._refresh_index = (model, model.structure_version, index)  # later refreshes reuse it
-        tables = tables_from_model(model, mname, graph_names=qual, relations=want, include_op_class=False, index=index)
+        self._derive_and_insert(model, mname, graph_names=qual, relations=want, index=index)
         self.models[mname] = qual
         self._model_relations[mname] = want
-        self._insert(tables)
         self._dense_positions.update(qual.values())
         self.create_indexes()
         return mname
@@ -1007,9 +1006,7 @@ class FactDB:
                 qual[g.name] = self._fact_name(mname, g.name)
         self.models[mname] = {g.name: qual[g.name] for g in model.graphs}
         want = self._model_relations.get(mname)
-        self._insert(
-            tables_from_model(model, mname, graph_names=self.models[mname], relations=want, include_op_class=False)
-        )
+        self._derive_and_insert(model, mname, graph_names=self.models[mname], relations=want)
         self._dense_positions.update(self.models[mname].values())
         self.conn.commit()
         return mname
@@ -1031,9 +1028,7 @@ class FactDB:
             qual[gname] = self._fact_name(mname, gname)
         self._delete_graphs([qual[gname]])
         want = self._model_relations.get(mname)
-        self._insert(
-            tables_from_model(model, mname, graph_names=qual, graphs=[gname], relations=want, include_op_class=False)
-        )
+        self._derive_and_insert(model, mname, graph_names=qual, graphs=[gname], relations=want)
         self._dense_positions.add(qual[gname])
         self.conn.commit()
 
@@ -1266,6 +1261,22 @@ class FactDB:
         marks = ", ".join("?" for _ in fact_graphs)
         for rel, col in GRAPH_COLUMN.items():
             c.execute(f"DELETE FROM {_quote(rel)} WHERE {_quote(col)} IN ({marks})", fact_graphs)
+
+    def _derive_and_insert(self, model: Model, model_name: str, **derive: Any) -> None:
+        """``tables_from_model(model, model_name, **derive)`` inserted, with the cyclic collector paused until
+        the rows are freed again. The row tuples then never meet the collector: no young collection scans
+        them and they need no moving to the oldest generation either (what :func:`tables_from_model` does for
+        rows it hands out, which costs a walk over every frozen object when a program froze its model --
+        0.08 s per 30 k-node model)."""
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            tables = tables_from_model(model, model_name, include_op_class=False, **derive)
+            self._insert(tables)
+            del tables
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
     def _insert(self, tables: Tables) -> None:
         c = self.conn
