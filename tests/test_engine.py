@@ -523,3 +523,101 @@ def test_result_membership_test_builds_no_dataframe(monkeypatch):
     monkeypatch.setattr(Result, "__getitem__", no_frames)
     assert "r" in res
     assert "s" not in res
+
+
+@pytest.fixture
+def forced_rounds():
+    """Linear strata in rounds on any input (the size threshold off), no hand-over to WITH RECURSIVE."""
+    from anchorlog.queries.evaluate import SQLEvaluation as cls
+
+    old = (cls.linear_rounds_min_rows, cls.linear_thin_rounds)
+    cls.linear_rounds_min_rows, cls.linear_thin_rounds = 0, 1000
+    yield cls
+    cls.linear_rounds_min_rows, cls.linear_thin_rounds = old
+
+
+def test_result_read_from_a_rounds_table_is_a_set_with_nulls(forced_rounds):
+    """A wanted relation evaluated in rounds is read from its table without Python de-duplication: the two
+    derivations of (4, NULL) in one round (no unique-index conflict for a NULL) must still give one row, also
+    in the unsorted rows."""
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE e (a, b, tag)")
+    c.executemany("INSERT INTO e VALUES (?, ?, ?)", [(1, 2, None), (1, 3, None), (2, 4, None), (3, 4, None)])
+    text = """
+    .decl r(x: number, t: symbol)
+    .output r
+    r(Y, T) :- e(1, Y, T).
+    r(Z, T) :- r(Y, T), e(Y, Z, _).
+    """
+    rows = Program.from_text(text).run(c).rows("r", sort=False)
+    assert sorted(rows, key=repr) == [(2, None), (3, None), (4, None)]
+
+
+def test_every_statement_is_profiled_once_and_failures_name_the_sql(forced_rounds):
+    """One runner for every generated statement: with `profile` set, the profile lists exactly the statements
+    run (rounds, direct result SELECTs and work-table DDL alike), and a backend error raised inside a round is
+    reported with its SQL."""
+    from anchorlog.errors import AnchorlogError
+    from anchorlog.queries import evaluate
+
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE edge (src INTEGER, dst INTEGER)")
+    c.executemany("INSERT INTO edge VALUES (?, ?)", [(1, 2), (2, 3), (3, 4), (2, 5)])
+    text = (
+        TC
+        + """
+    .decl far(x: number, y: number)
+    .output far
+    far(X, Y) :- reach(X, Y), X + 2 <= Y.
+    """
+    )
+    prog = Program.from_text(text)
+    seen = []
+    init = evaluate.SQLEvaluation.__init__
+
+    def profiled(self, *a, **kw):
+        init(self, *a, **kw)
+        self.profile = []
+        seen.append(self)
+
+    evaluate.SQLEvaluation.__init__ = profiled
+    try:
+        res = prog.run(c)
+        assert res.rows("far") == [(1, 3), (1, 4), (1, 5), (2, 4), (2, 5)]
+        ev = seen[-1]
+        assert [sql for _, sql in ev.profile] == ev.statements
+        assert sum("INSERT OR IGNORE" in sql for sql in ev.statements) >= 3  # base + rounds
+        assert all(seconds >= 0 for seconds, _ in ev.profile)
+        c.execute("INSERT INTO edge VALUES (5, -9223372036854775808)")
+        bad = Program.from_text(
+            """
+            .decl p(x: number, a: number)
+            .output p
+            p(Y, 0) :- edge(1, Y).
+            p(Z, A) :- p(Y, _), edge(Y, Z), A = abs(Z).
+            """
+        )
+        with pytest.raises(AnchorlogError, match="failed on generated SQL: integer overflow; SQL: INSERT OR IGNORE"):
+            bad.run(c)
+    finally:
+        evaluate.SQLEvaluation.__init__ = init
+
+
+def test_fetch_all_pauses_the_collector_and_restores_it():
+    import gc
+
+    from anchorlog.queries.evaluate import fetch_all
+
+    c = sqlite3.connect(":memory:")
+    assert gc.isenabled()
+    assert fetch_all(c.execute("SELECT 1, 'a' UNION ALL SELECT 2, NULL")) == [(1, "a"), (2, None)]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert fetch_all(c.execute("SELECT 3")) == [(3,)]
+        assert not gc.isenabled()  # a caller's choice is left alone
+    finally:
+        gc.enable()
+    with pytest.raises(sqlite3.OperationalError):  # the second row fails, inside fetch_all
+        fetch_all(c.execute("SELECT abs(x) FROM (SELECT 1 AS x UNION ALL SELECT -9223372036854775808)"))
+    assert gc.isenabled()

@@ -13,6 +13,7 @@ All work tables are temporary (SQLite `temp` schema) and dropped at the end; the
 
 from __future__ import annotations
 
+import gc
 import itertools
 import re
 import sqlite3
@@ -76,6 +77,20 @@ def _al_match(pattern: Any, s: Any) -> int:
 def _register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("al_pow", 2, _al_pow, deterministic=True)
     conn.create_function("al_match", 2, _al_match, deterministic=True)
+
+
+def fetch_all(cur: Any) -> list:
+    """``cur.fetchall()`` with the cyclic garbage collector paused. A large result allocates a tuple per row, and
+    every 700 allocations trigger a collection; as the young tuples pile up, the older generations, finally the
+    whole heap (in a pass: every object of the IR), are traversed too. Rows of plain values cannot form a cycle,
+    so nothing is left for the collector to find."""
+    if not gc.isenabled():
+        return cur.fetchall()
+    gc.disable()
+    try:
+        return cur.fetchall()
+    finally:
+        gc.enable()
 
 
 class SQLEvaluation:
@@ -245,31 +260,34 @@ class SQLEvaluation:
 
     # -- execution helpers ---------------------------------------------------------------------------------
     def exe(self, sql: str, params: Any = None) -> int:
-        self.statements.append(sql)
+        """Run a statement that changes something; returns the rows it wrote (when the backend says)."""
         if self.dry_run:
+            self.statements.append(sql)
             return 0
-        if self.profile is not None:
-            t0 = time.perf_counter()
-            try:
-                return self._exe(sql, params)
-            finally:
-                self.profile.append((time.perf_counter() - t0, sql))
-        return self._exe(sql, params)
+        cur = self._run(sql, params)
+        if self.duck is not None:
+            if sql.startswith("INSERT"):
+                row = cur.fetchone()
+                return int(row[0]) if row else 0
+            return 0
+        return cur.rowcount
 
-    def _exe(self, sql: str, params: Any = None) -> int:
+    def _run(self, sql: str, params: Any = None, fetch: bool = False) -> Any:
+        """The one place a generated statement runs: recorded in `statements`, timed into `profile` when that is
+        set, a backend error reported with the SQL. Returns the rows when `fetch`, else the cursor."""
+        self.statements.append(sql)
+        t0 = time.perf_counter() if self.profile is not None else 0.0
         try:
-            if self.duck is not None:
-                res = self.duck.execute(sql, params) if params is not None else self.duck.execute(sql)
-                if sql.startswith("INSERT"):
-                    row = res.fetchone()
-                    return int(row[0]) if row else 0
-                return 0
-            cur = self.conn.execute(sql, params) if params is not None else self.conn.execute(sql)
-            return cur.rowcount
+            db = self.duck if self.duck is not None else self.conn
+            cur = db.execute(sql, params) if params is not None else db.execute(sql)
+            return fetch_all(cur) if fetch else cur
         except (sqlite3.Error, Exception) as e:  # noqa: BLE001 - a backend error is reported with the SQL
             if isinstance(e, (AnchorlogError, KeyboardInterrupt)):
                 raise
             raise self._sql_failure(e, sql) from None
+        finally:
+            if self.profile is not None:
+                self.profile.append((time.perf_counter() - t0, sql))
 
     def _sql_failure(self, e: BaseException, sql: str) -> AnchorlogError:
         """The error reported when the backend rejects generated SQL (the statement's start included)."""
@@ -341,6 +359,7 @@ class SQLEvaluation:
         self._nonempty: set[str] = set()
         self._colmap: dict[str, list[str]] | None = None
         self._deferred: set[str] = set()  # relations whose (empty) table is not created yet
+        self._sets: set[str] = set()  # relations whose table is known to hold no tuple twice
         if self.engine == "duckdb" and not self.dry_run:
             try:
                 import duckdb
@@ -751,21 +770,22 @@ class SQLEvaluation:
             rounds += 1
             top = hi
             for sql in steps:
-                cur = self._exe_cursor(sql, (lo, hi))
+                cur = self._run(sql, (lo, hi))
                 if cur.rowcount > 0:
                     top = max(top, cur.lastrowid)  # rowids grow: the last insert is the newest tuple
             thin = thin + 1 if top - hi < self.linear_thin_delta else 0
             lo, hi = hi, top
         self.rounds = getattr(self, "rounds", 0) + rounds
-        if rel not in self._terminal:
-            # one statement may derive a tuple with a NULL twice (no index conflict): keep one of each; a result
-            # relation is de-duplicated when it is read
+        if rel not in self._direct:
+            # one statement may derive a tuple with a NULL twice (no index conflict): keep one of each. Then the
+            # table is a set and a result read from it needs no de-duplication.
             has_null = " OR ".join(f"{c} IS NULL" for c in qcols)
             if self.conn.execute(f"SELECT 1 FROM {target} WHERE {has_null} LIMIT 1").fetchone() is not None:
                 self.exe(
                     f"DELETE FROM {target} WHERE rowid NOT IN (SELECT min(rowid) FROM {target} "
                     f"GROUP BY {', '.join(qcols)})"
                 )
+            self._sets.add(rel)
         return True
 
     def _linear_finish(self, rel: str, recursive: list, lo: int, hi: int, fresh: str) -> None:
@@ -794,29 +814,11 @@ class SQLEvaluation:
             self.exe(f"INSERT OR IGNORE INTO {target} {with_sql} SELECT * FROM {cte} AS s WHERE {fresh}")
             return
         # a result relation: the new tuples go straight to the result with the table's (no second insert)
-        rows = self._fetch_sql(f"{with_sql} SELECT * FROM {cte}")
+        rows = self._run(f"{with_sql} SELECT * FROM {cte}", fetch=True)
         if not self._affinity_ok(rel, rows):
             self._insert_dedup_rows(rel, rows, existing=True)
             return
         self._direct[rel] = list(dict.fromkeys(self.conn.execute(f"SELECT * FROM {target}").fetchall() + rows))
-
-    def _exe_cursor(self, sql: str, params: Any) -> sqlite3.Cursor:
-        self.statements.append(sql)
-        t0 = time.perf_counter() if self.profile is not None else 0.0
-        try:
-            cur = self.conn.execute(sql, params)
-        except sqlite3.Error as e:
-            raise self._sql_failure(e, sql) from None
-        if self.profile is not None:
-            self.profile.append((time.perf_counter() - t0, sql))
-        return cur
-
-    def _fetch_sql(self, sql: str) -> list[tuple]:
-        cur = self._exe_cursor(sql, ())
-        try:
-            return cur.fetchall()
-        except sqlite3.Error as e:
-            raise self._sql_failure(e, sql) from None
 
     def _affinity_ok(self, rel: str, rows: list[tuple]) -> bool:
         """False when a value has another storage class than its declared column: the column's affinity would have
@@ -999,15 +1001,7 @@ class SQLEvaluation:
 
     def _select_direct(self, rel: str, sql: str) -> None:
         """Run a terminal relation's SELECT (distinct rows) and keep the rows as its result."""
-        self.statements.append(sql)
-        if self.profile is not None:
-            t0 = time.perf_counter()
-        try:
-            rows = self.conn.execute(sql).fetchall()
-        except sqlite3.Error as e:
-            raise self._sql_failure(e, sql) from None
-        if self.profile is not None:
-            self.profile.append((time.perf_counter() - t0, sql))
+        rows = self._run(sql, fetch=True)
         if not self._affinity_ok(rel, rows):  # store them as before and read back
             self.materialize(rel)
             self.insert_rows(self.refs[rel].sql, rel, rows)
@@ -1036,11 +1030,14 @@ class SQLEvaluation:
             return []
         ref = self.refs[rel]
         if self.duck is not None:
-            rows = self.duck.execute(f"SELECT DISTINCT * FROM {ref.sql}").fetchall()
+            rows = fetch_all(self.duck.execute(f"SELECT DISTINCT * FROM {ref.sql}"))
         else:
-            # derived tables are sets already, fact tables may not be: de-duplicate in Python (a dict keeps the
-            # first of equal tuples, as DISTINCT does, at a fraction of SQLite's sorting cost)
-            rows = list(dict.fromkeys(self.conn.execute(f"SELECT * FROM {ref.sql}").fetchall()))
+            rows = fetch_all(self.conn.execute(f"SELECT * FROM {ref.sql}"))
+            if rel not in self._sets:
+                # fact tables may repeat a tuple, and a column's affinity can make two derived tuples equal:
+                # de-duplicate in Python (a dict keeps the first of equal tuples, as DISTINCT does, at a fraction
+                # of SQLite's sorting cost)
+                rows = list(dict.fromkeys(rows))
         if ref.arity == 0:
             return [()] if rows else []
         if rows and type(rows[0]) is not tuple:  # a connection with a row factory
