@@ -36,6 +36,7 @@ from typing import Any
 
 from anchorlog.errors import InputError
 from anchorlog.facts.graph import (
+    SCALAR_KINDS,
     Attr,
     AttrList,
     Graph,
@@ -677,6 +678,8 @@ def _attr_entry(t: list, field: str) -> tuple[str, Attr]:
                 if kind == "b" and (v == "true\x01" or v == "false\x01"):
                     return key, Attr("b", v == "true\x01")
             return key, _attr_from_tree(value)
+    if type(t) is int and _CUT is not None:
+        return _CUT.take(t)  # an attr block cut out of the text (see _read_cut_text)
     key = ""
     attr: Attr | None = None
     it = iter(_as_msg(t, field))
@@ -845,7 +848,7 @@ def _tensor_def_from_tree(t: list) -> TensorDef:
     td = TensorDef()
     for k, v in _pairs(t):
         if k == "desc":
-            td.desc = _tensor_desc_from_tree(_as_msg(v, k))
+            td.desc = _CUT.take(v) if type(v) is int and _CUT is not None else _tensor_desc_from_tree(_as_msg(v, k))
         elif k == "data":
             data = _as_bytes_or_str(v, k)
             td.data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
@@ -876,6 +879,7 @@ _INT_ONLY = {int}
 # sharing them saves building about a million objects at 100 k nodes. Attrs are values (code replaces a
 # descriptor's attr, never mutates one in place), as the generator's AttrPool assumes too.
 _ORIGIN_ATTRS: dict[Any, Attr] = {}
+_ORIGIN_IDS: set[int] = set()  # id() of every Attr in _ORIGIN_ATTRS (they are alive while it holds them)
 
 
 def _shared_origin_attr(entry: Any) -> Attr | None:
@@ -909,6 +913,7 @@ def _shared_origin_attr(entry: Any) -> Attr | None:
         attr = Attr("s", body) if kind == "s" else Attr("list", _list_from_tree(body))
         if len(_ORIGIN_ATTRS) < 100_000:
             _ORIGIN_ATTRS[memo] = attr
+            _ORIGIN_IDS.add(id(attr))
     return attr
 
 
@@ -972,9 +977,15 @@ def _node_from_tree(t: list) -> Node:
             key, attr = _attr_entry(v, "attr")
             attrs[key] = attr
         elif k == "input_desc":
-            node.input_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
+            if type(v) is int and _CUT is not None:
+                node.input_desc.append(_CUT.take(v))  # a block cut out of the text (see _read_cut_text)
+            else:
+                node.input_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
         elif k == "output_desc":
-            node.output_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
+            if type(v) is int and _CUT is not None:
+                node.output_desc.append(_CUT.take(v))
+            else:
+                node.output_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
         elif k == "input":
             raw_inputs.append(v if type(v) is str and v[-1:] > "\x02" else _as_str(v, k))
         elif k == "name":
@@ -2053,6 +2064,207 @@ def _msg_to_tree(msg) -> list:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Text fast path, part 2: repeated blocks parsed once
+# ----------------------------------------------------------------------------------------------------------
+# A large model repeats itself: a transformer's 280 k tensor descriptors (three quarters of its text) take a
+# few dozen distinct forms, its op attributes about a thousand. Before the line rewrites, every
+# `input_desc {` / `output_desc {` / `desc {` / `attr {` block is cut out of the text (from its opening line
+# to the first line that is its own indentation and `}`), keyed by its raw text, and replaced by a
+# placeholder line `<field>: <k>` (k = the distinct block's number). Each distinct block is parsed once, on
+# its own, by the same fast path; the rest of the text, a quarter of the size, goes through the line
+# rewrites and json; building the IR, a placeholder yields the parsed object to its first user and a fresh
+# copy to every other one.
+#
+# Why this is the same model: the line rewrites are line-local (each line becomes one JSON fragment that
+# depends only on that line and whether the line before opened a block), so when a block's lines, parsed on
+# their own, make exactly one `field, [...]` pair, the whole text's JSON holds that same balanced value
+# where the block was, and the placeholder line's JSON `field, k` stands in the same position. A block that
+# does not parse that way, a placeholder that lands where no builder consumes it (an unknown field's raw
+# tree), or any other surprise sends the whole text down the plain path, which also reports every error.
+# Lines the placeholders look like: if the text already has one, the cut is not attempted.
+_PLACEHOLDER_LINE = re.compile(r"^ *(?:attr|(?:(?:in|out)put_)?desc): ", re.M)
+_VALUE_KINDS = frozenset(SCALAR_KINDS) | {None}  # Attr kinds whose value is immutable (str, bytes, numbers)
+_CUT: _CutBlocks | None = None  # the blocks of the text being built (placeholders are read only meanwhile)
+
+
+def _cut_blocks(text: str) -> tuple[str, list[str], int] | None:
+    """``text`` (whole lines) with its descriptor and attr blocks replaced by placeholder lines: the reduced
+    text, the distinct block texts (placeholder k is ``blocks[k]``) and the number of placeholders. None if a
+    block has no closing line."""
+    index: dict[str, str] = {}  # block text -> its placeholder line
+    out: list[str] = []
+    append = out.append
+    find = text.find
+    rfind = text.rfind
+    last = 0
+    count = 0
+    # the next `attr {` and `desc {` line ends (two str.find scans are several times faster than one regex)
+    next_attr = find("attr {\n")
+    next_desc = find("desc {\n")
+    while next_attr >= 0 or next_desc >= 0:
+        if next_desc < 0 or 0 <= next_attr < next_desc:
+            pos = next_attr
+            next_attr = find("attr {\n", pos + 1)
+            head = text[rfind("\n", 0, pos) + 1 : pos]
+            word = head.lstrip(" ")
+            if word:
+                continue  # e.g. `my_attr {`: not a block that is cut
+        else:
+            pos = next_desc
+            next_desc = find("desc {\n", pos + 1)
+            head = text[rfind("\n", 0, pos) + 1 : pos]
+            word = head.lstrip(" ")
+            if word and word != "input_" and word != "output_":
+                continue
+        start = pos - len(head)
+        close = "\n" + head[: len(head) - len(word)] + "}\n"
+        end = find(close, pos + 6)
+        if end < 0:
+            return None
+        end += len(close)
+        block = text[start:end]
+        line = index.get(block)
+        if line is None:
+            line = index[block] = f"{text[start : pos + 4]}: {len(index)}\n"
+        append(text[last:start])
+        append(line)
+        count += 1
+        last = end
+        if 0 <= next_attr < end:
+            next_attr = find("attr {\n", end)
+        if 0 <= next_desc < end:
+            next_desc = find("desc {\n", end)
+    append(text[last:])
+    return "".join(out), list(index), count
+
+
+def _parse_block(block: str) -> Any:
+    """The IR object of one cut block parsed on its own: a TensorDesc, or (key, Attr) for an attr block.
+    Raises _TreeError when the block is not one balanced message."""
+    tree = _fast_tree(block)
+    if tree is None or len(tree) != 2 or type(tree[1]) is not list:
+        raise _TreeError("block does not parse on its own")
+    if tree[0] == "attr":
+        return _attr_entry(tree[1], "attr")
+    if tree[0] not in ("input_desc", "output_desc", "desc"):
+        raise _TreeError("unexpected block")
+    return _tensor_desc_from_tree(tree[1])
+
+
+def _attr_maker(attr: Attr):
+    """A function returning an Attr equal to ``attr`` that shares with it only what a second parse would (the
+    model-wide origin attrs, immutable values); None for kinds not copied this way."""
+    if id(attr) in _ORIGIN_IDS:
+        return lambda: attr
+    if attr.extra:
+        return None
+    kind = attr.kind
+    value = attr.value
+    if kind in _VALUE_KINDS:
+        return lambda: Attr(kind, value)
+    if kind == "list" and value.kind in _VALUE_KINDS and not value.other:
+        list_kind, items, val_type = value.kind, value.items, value.val_type
+        return lambda: Attr("list", AttrList(list_kind, items[:], val_type))
+    if kind == "t" and not value.extra:
+        data = value.data
+        if value.desc is None:
+            return lambda: Attr("t", TensorDef(None, data))
+        desc = _desc_maker(value.desc)
+        return None if desc is None else lambda: Attr("t", TensorDef(desc(), data))
+    if kind == "td":
+        desc = _desc_maker(value)
+        return None if desc is None else lambda: Attr("td", desc())
+    return None
+
+
+def _desc_maker(td: TensorDesc):
+    """A function returning a TensorDesc equal to ``td`` (see _attr_maker); None if it is not copied this way."""
+    attrs = td.attrs
+    other = td.other
+    if td.extra or any(type(v) is list for v in other.values()):
+        return None
+    dtype, shape, layout, name, size = td.dtype, td.shape, td.layout, td.name, td.size
+    reuse_input, reuse_input_index = td.reuse_input, td.reuse_input_index
+    if all(id(a) in _ORIGIN_IDS for a in attrs.values()):  # the common case: origin_format / origin_shape
+        if shape is None:
+            return lambda: TensorDesc(
+                dtype, None, layout, name, size, reuse_input, reuse_input_index, attrs.copy(), other.copy(), []
+            )
+        return lambda: TensorDesc(
+            dtype, shape[:], layout, name, size, reuse_input, reuse_input_index, attrs.copy(), other.copy(), []
+        )
+    makers = [(k, _attr_maker(a)) for k, a in attrs.items()]
+    if any(mk is None for _, mk in makers):
+        return None
+    return lambda: TensorDesc(
+        dtype, None if shape is None else shape[:], layout, name, size, reuse_input, reuse_input_index,
+        {k: mk() for k, mk in makers}, other.copy(), [],
+    )  # fmt: skip
+
+
+def _copy_maker(obj: Any, block: str):
+    """A function returning a fresh copy of ``obj``, the IR of ``block``: built from ``obj`` where its kind
+    allows (see _attr_maker), else by parsing the block again."""
+    if type(obj) is tuple:
+        key, attr = obj
+        maker = _attr_maker(attr)
+        if maker is None:
+            return lambda: _parse_block(block)
+        return lambda: (key, maker())
+    maker = _desc_maker(obj)
+    return (lambda: _parse_block(block)) if maker is None else maker
+
+
+class _CutBlocks:
+    """The parsed distinct blocks of a text: ``take(k)`` hands out block k's object (first use) or a copy."""
+
+    def __init__(self, blocks: list[str]) -> None:
+        self.first: list[Any] = [_parse_block(b) for b in blocks]
+        self.makers = [_copy_maker(obj, b) for obj, b in zip(self.first, blocks)]
+        self.used = 0
+
+    def take(self, k: int) -> Any:
+        self.used += 1
+        obj = self.first[k]
+        if obj is None:
+            return self.makers[k]()
+        self.first[k] = None
+        return obj
+
+
+def _read_cut_text(text: str) -> Model | None:
+    """The model of a printer-shaped ``text`` read with its repeated blocks parsed once (see above), not yet
+    validated; None when the text needs the plain path (any doubt, and every error)."""
+    global _CUT
+    if "\t" in text or "\r" in text:
+        return None
+    if ("desc: " in text or "attr: " in text) and _PLACEHOLDER_LINE.search(text):
+        return None
+    if not text.endswith("\n"):
+        text += "\n"
+    cut = _cut_blocks(text)
+    if cut is None:
+        return None
+    reduced, blocks, count = cut
+    del cut
+    try:
+        _CUT = blocks_read = _CutBlocks(blocks)
+        del blocks
+        tree = _fast_tree(reduced)
+        del reduced
+        if tree is None:
+            return None
+        model = _model_from_tree(tree)
+        if blocks_read.used != count:
+            return None  # a placeholder sits where no builder takes it (an unknown field's tree)
+        return model
+    except Exception:  # the plain path reports it
+        return None
+    finally:
+        _CUT = None
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
 class _NoGC:
@@ -2088,9 +2300,23 @@ def read_model_text(text: str, source: str = "<text>", *, validate: bool = True)
             return _read_model_text(text, source, validate)
     finally:
         _ORIGIN_ATTRS.clear()  # sharing is per model
+        _ORIGIN_IDS.clear()
 
 
 def _read_model_text(text: str, source: str, validate: bool) -> Model:
+    model = _read_cut_text(text)
+    if model is None:
+        return _read_model_text_plain(text, source, validate)
+    model.source = source
+    if validate:
+        from anchorlog.facts.validate import validate as _validate
+
+        _validate(model)
+    return model
+
+
+def _read_model_text_plain(text: str, source: str, validate: bool) -> Model:
+    """The whole text through the line rewrites (or the general parser); every error is reported from here."""
     tree = _fast_tree(text)
     try:
         if tree is not None:
