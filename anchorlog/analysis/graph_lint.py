@@ -43,20 +43,38 @@ def topo_positions(model: Model) -> list[tuple[str, str, int]]:
     return rows
 
 
-def lint_relevant_nodes(model: Model) -> set[tuple[str, str]]:
-    """Nodes whose input types the check can need (a demand set, as magic sets would compute): consumers of
-    outputs with two or more consumer edges, and subgraph nodes fed directly by a Data (their types become the
-    wrapper's)."""
-    from anchorlog.facts.relations import _ModelIndex
-
-    owned = _ModelIndex(model).owner
+def lint_named_demand(model: Model, conn: sqlite3.Connection) -> set[tuple[str, str]]:
+    """The named ops (an input or output name map among their attrs) whose input types the check can need: a
+    demand set, as magic sets would compute, over-approximated cheaply — consumers of an output with two or
+    more consumer edges, and consumers of a Data in a subgraph (their types become the wrapper's). Every other
+    op has GE's default names, whose types the rules know without rows. The named ops are read from the fact
+    database ``conn`` (``node_attr`` by its key index: no walk over every node)."""
+    named: dict[str, list[str]] = {}
+    for g, n in conn.execute(
+        'SELECT "graph", "node" FROM "node_attr" WHERE "key" = ? UNION SELECT "graph", "node" FROM "node_attr" '
+        'WHERE "key" = ?',
+        (INPUT_NAME_KEY, OUTPUT_NAME_KEY),
+    ):
+        named.setdefault(g, []).append(n)
     keep: set[tuple[str, str]] = set()
+    if not named:
+        return keep
+    root = model.graphs[0]
     for g in model.graphs:
-        g._ensure_index()
-        has_parent = g.name in owned
-        for (src, _o), users in (g._consumers or {}).items():
-            if len(users) >= 2 or (has_parent and g.nodes[src].type == "Data" if src in g.nodes else False):
-                keep.update((g.name, c) for c, _k in users)
+        names = named.get(g.name)
+        if not names:
+            continue
+        in_subgraph = g is not root
+        nodes = g.nodes
+        for name in names:
+            n = nodes.get(name)
+            for a in n.inputs if n is not None else ():
+                if a is None:
+                    continue
+                src = nodes.get(a[0])
+                if (in_subgraph and src is not None and src.type == "Data") or len(g.consumers(a[0], a[1])) >= 2:
+                    keep.add((g.name, name))
+                    break
     return keep
 
 
@@ -121,7 +139,7 @@ def install_aux_table(db: Any, name: str, rows: list[tuple]) -> None:
 
 
 LEAN_RELATIONS = ("graph", "node", "node_attr", "data_edge", "ctrl_edge", "subgraph")
-LEAN_ATTRS = frozenset({"_parent_node_index", "original_type"})
+LEAN_ATTRS = frozenset({"_parent_node_index", "original_type", INPUT_NAME_KEY, OUTPUT_NAME_KEY})
 
 
 def matched_node_types(program: Any) -> set[str] | None:
@@ -145,7 +163,8 @@ def matched_node_types(program: Any) -> set[str] | None:
 def lean_fact_db(model: Model, node_types: set[str] | None = None) -> sqlite3.Connection:
     """A fact database holding only what ``graph_lint.dl`` reads: relations graph, node, data_edge, ctrl_edge,
     subgraph (schema and indexes as in :mod:`anchorlog.facts.relations`) and the node_attr rows of
-    ``_parent_node_index`` / ``original_type``. Building the full FactDB costs more than the whole check.
+    ``_parent_node_index`` / ``original_type`` and the two name-map keys (which ops are named, see
+    :func:`lint_named_demand`). Building the full FactDB costs more than the whole check.
     ``node_types``: keep only the node rows of these types (see :func:`matched_node_types`)."""
     from anchorlog.facts.relations import INDEXES, SCHEMA, _ModelIndex, attr_fact_value
 
@@ -195,25 +214,33 @@ def lean_fact_db(model: Model, node_types: set[str] | None = None) -> sqlite3.Co
 _PAIR_OUTPUTS = ["lint_writer", "lint_reader", "lint_untyped", "lint_pair"]
 
 
-def _stored_positions(model: Model) -> dict[tuple[str, str], int]:
-    """Topological positions of the nodes of outputs with an untyped consumer (the only keys walked when no
-    pair needs ordering), without sorting every graph: computed per graph on first use."""
-    return _LazyPositions(model)
-
-
 class _LazyPositions(dict):
+    """``(graph, node) -> position`` in a topological order of its graph (what bounds reachability and orders
+    GE's walk), each graph sorted on first use: only the graphs holding a pair or a finding are sorted."""
+
     def __init__(self, model: Model) -> None:
         super().__init__()
         self.model = model
-        self.done: set[str] = set()
+        self.done: dict[str, list[str]] = {}
+
+    def _sort(self, g: str) -> list[str]:
+        if g not in self.done and self.model.has_graph(g):
+            self.done[g] = [n.name for n in topo_nodes(self.model.graph(g))]
+            self.update(((g, n), i) for i, n in enumerate(self.done[g]))
+        return self.done.get(g, [])
 
     def get(self, key: tuple[str, str], default: Any = None) -> Any:
-        g = key[0]
-        if g not in self.done and self.model.has_graph(g):
-            self.done.add(g)
-            for i, n in enumerate(topo_nodes(self.model.graph(g))):
-                self[(g, n.name)] = i
+        self._sort(key[0])
         return dict.get(self, key, default)
+
+    def rows(self, graphs: set[str]) -> list[tuple[str, str, int]]:
+        """Relation ``reach_pos(graph, node, pos)`` restricted to ``graphs`` (in the model's graph order)."""
+        out: list[tuple[str, str, int]] = []
+        for g in self.model.graphs:
+            if g.name in graphs:
+                name = g.name
+                out += [(name, n, i) for i, n in enumerate(self._sort(name))]
+        return out
 
 
 def _program() -> Any:
@@ -236,16 +263,18 @@ def verify(model: Model, *, engine: str = "sqlite", db: Any = None) -> dict[str,
     omitted); it is only read (``io_name`` and ``reach_pos`` are handed to the rules as ``extra=`` rows)."""
     prog = _program()
     holder = _Conn(lean_fact_db(model, matched_node_types(prog))) if db is None else db
-    extra: dict[str, list[tuple]] = {"io_name": lint_io_name_rows(model, lint_relevant_nodes(model)), "reach_pos": []}
-    # the pairs first; topological positions (what bounds reachability) only when there are pairs to order.
+    extra: dict[str, list[tuple]] = {
+        "io_name": lint_io_name_rows(model, lint_named_demand(model, holder.conn)),
+        "reach_pos": [],
+    }
+    # the pairs first; topological positions (what bounds reachability) only for the graphs holding pairs, and
+    # only when there are any (reachability never leaves a graph).
     # (The rules' join orders are forced by the engine, so no ANALYZE statistics are needed.)
     res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS, extra=extra)
-    positions: list[tuple[str, str, int]] = []
+    pos = _LazyPositions(model)
     if res.count("lint_pair"):
-        positions = topo_positions(model)
-        extra["reach_pos"] = positions
+        extra["reach_pos"] = pos.rows({g for g, *_ in res.rows("lint_pair", sort=False)})
         res = prog.run(holder.conn, engine=engine, outputs=_PAIR_OUTPUTS + ["lint_ordered"], extra=extra)
-    pos = {(g, n): p for g, n, p in positions} if positions else _stored_positions(model)
     gidx = {g.name: i for i, g in enumerate(model.graphs)}
     writers: dict[tuple, set[str]] = {}
     readers: dict[tuple, set[str]] = {}
