@@ -1143,6 +1143,18 @@ def _model_from_tree(t: list) -> Model:
 _IND = ["  " * i for i in range(256)]
 
 
+def _string_field(prefix: str, value: str | bytes) -> str:
+    """``prefix`` followed by ``value`` as a string literal: quote() with its common case (a str that needs
+    no escaping, e.g. every op name, type and input of a generated model) inline."""
+    if type(value) is str and not _NEEDS_ESCAPE.search(value):
+        return f'{prefix}"{value}"'
+    return prefix + quote(value)
+
+
+# The `name: ` / `type: ` / `input: ` line heads of an op's fields at each depth.
+_OP_STRING_FIELDS = [(f"{p}name: ", f"{p}type: ", f"{p}input: ") for p in _IND]
+
+
 class _TextWriter:
     def __init__(self) -> None:
         self.out: list[str] = []
@@ -1398,26 +1410,17 @@ class _TextWriter:
         out = self.out
         p = _IND[d]
         other = n.other
-        # plain strings inline (quote's fast path without the call: 5 strings per op)
-        plain = _NEEDS_ESCAPE.search
-        name = n.name
-        out.append(f'{p}name: "{name}"' if type(name) is str and not plain(name) else f"{p}name: {quote(name)}")
-        op_type = n.type
-        if op_type:
-            out.append(
-                f'{p}type: "{op_type}"' if type(op_type) is str and not plain(op_type) else f"{p}type: {quote(op_type)}"
-            )
+        name_field, type_field, input_field = _OP_STRING_FIELDS[d]
+        out.append(_string_field(name_field, n.name))
+        if n.type:
+            out.append(_string_field(type_field, n.type))
         if n.input_text:
-            out.extend(f"{p}input: {quote(s)}" for s in _input_strings(n))
+            out.extend(_string_field(input_field, s) for s in _input_strings(n))
         else:
             for a in n.inputs:
-                if a is None:
-                    out.append(f'{p}input: ""')
-                else:
-                    s = f"{a[0]}:{a[1]}"
-                    out.append(f'{p}input: "{s}"' if not plain(s) else f"{p}input: {quote(s)}")
+                out.append(f'{p}input: ""' if a is None else _string_field(input_field, f"{a[0]}:{a[1]}"))
             for c in n.ctrl_inputs:
-                out.append(f"{p}input: {quote(c + ':-1')}")
+                out.append(_string_field(input_field, c + ":-1"))
         self.attr_map(n.attrs, d)
         if other:
             self.other_fields(other, OP_OTHER, 11, 21, d)
