@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import gc
+import itertools
 import json
 import os
 import sqlite3
@@ -856,6 +858,19 @@ def _quote(ident: str) -> str:
     return '"' + ident.replace('"', '""') + '"'
 
 
+# Rows per INSERT statement in bulk loads: at most 50 x 12 = 600 parameters (SQLite allows 32766, or 999 before
+# 3.32); more rows per statement gained nothing measurable.
+_ROWS_PER_INSERT = 50
+
+
+@functools.cache
+def _insert_sql(rel: str) -> tuple[str, str]:
+    """``INSERT`` statements of ``rel``: one row, and ``_ROWS_PER_INSERT`` rows."""
+    row = "(" + ", ".join("?" for _ in SCHEMA[rel]) + ")"
+    head = f"INSERT INTO {_quote(rel)} VALUES "
+    return head + row, head + ", ".join([row] * _ROWS_PER_INSERT)
+
+
 class FactDB:
     """The fact database: SQLite (file or in-memory) holding :data:`SCHEMA` for one or more models.
 
@@ -1279,12 +1294,22 @@ class FactDB:
                 gc.enable()
 
     def _insert(self, tables: Tables) -> None:
+        """Append the rows, in order, ``_ROWS_PER_INSERT`` rows per statement: one ``INSERT ... VALUES (..),
+        (..), ...`` binds the same values as a statement per row but steps SQLite once per batch, a third
+        less CPU than ``executemany`` row by row (30 k nodes: 0.24 -> 0.16 s)."""
         c = self.conn
+        flat = itertools.chain.from_iterable
+        k = _ROWS_PER_INSERT
         for rel, rows in tables.items():
             if not rows:
                 continue
-            marks = ", ".join("?" for _ in SCHEMA[rel])
-            c.executemany(f"INSERT INTO {_quote(rel)} VALUES ({marks})", rows)
+            one, batch = _insert_sql(rel)
+            n = len(rows)
+            full = n - n % k
+            if full:
+                c.executemany(batch, (tuple(flat(rows[i : i + k])) for i in range(0, full, k)))
+            if full < n:
+                c.executemany(one, rows[full:])
         c.commit()
 
     # -- reading ---------------------------------------------------------------------------------------------
