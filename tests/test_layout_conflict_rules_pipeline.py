@@ -13,6 +13,7 @@ from anchorlog.analysis.layout_conflict.attributes import LayoutOptions
 from anchorlog.analysis.layout_conflict.order import topological_sorting
 from anchorlog.analysis.layout_conflict.refmap import get_ref_mapping
 from anchorlog.analysis.layout_conflict.rules import run_layout_rules, table_rows
+from anchorlog.analysis.layout_conflict.tables import ABSOLUTE_NO_CONFLICT_ROWS
 from anchorlog.analysis.registry import PassContext
 from anchorlog.cli import main
 from anchorlog.facts import ge_io
@@ -49,8 +50,13 @@ def test_candidate_pairs_come_from_rules_on_shared_db():
 def test_tables_are_one_source():
     rows = table_rows()
     assert len(rows["layout_abs_conflict_row"]) == 10
-    assert len(rows["layout_no_conflict_row"]) == 3
     assert len({frozenset(r[:2]) for r in rows["layout_checker_row"]}) == 55
+    # the absolutely-no-conflict rows are not handed to the rules: none of them is a pair the rules look for
+    # (an absolute-conflict or checker pair), so they could not remove a candidate
+    assert "layout_no_conflict_row" not in rows
+    active = {frozenset(r[:2]) for r in rows["layout_abs_conflict_row"] + rows["layout_checker_row"]}
+    assert len(ABSOLUTE_NO_CONFLICT_ROWS) == 3
+    assert not active & {frozenset((x.name, y.name)) for x, y in ABSOLUTE_NO_CONFLICT_ROWS}
 
 
 def _optimize_const_to_netoutput(tmp_path, *extra: str) -> int:

@@ -8,11 +8,12 @@ import os
 import pytest
 
 from anchorlog.analysis.layout_conflict import top_static_graphs
-from anchorlog.analysis.layout_conflict.attributes import LayoutOptions, graph_info
+from anchorlog.analysis.layout_conflict.attributes import REF_OUT, LayoutOptions, graph_info
 from anchorlog.analysis.layout_conflict.checkers import REGISTRY, find_conflict_nodes
 from anchorlog.analysis.layout_conflict.order import all_nodes, topological_sorting
 from anchorlog.analysis.layout_conflict.refmap import get_ref_mapping
 from anchorlog.analysis.layout_conflict.rules import layout_facts
+from anchorlog.analysis.layout_conflict.tables import ABSOLUTE_CONFLICT
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.relations import _ModelIndex
 
@@ -37,12 +38,80 @@ def _compare(model, options):
         facts = layout_facts(model, g, options)
         # the rules list every anchor with a non-NORMAL attribute; the others are NORMAL_INPUT / NORMAL_OUTPUT
         assert facts.attrs == {k: v for k, v in py.items() if v not in (["NORMAL_INPUT"], ["NORMAL_OUTPUT"])}
+        # the candidate pairs are exactly the active attribute pairs of the whole symbol table
+        assert facts.pairs == _brute_force_pairs(table, marks)
+        assert facts.conflict_symbols == set(facts.pairs)
         # every symbol where the ordered pair walk marks something is one the rules flag
         info = graph_info(g, opts)
         for sym, anchors in table.s2a.items():
             if find_conflict_nodes(anchors, marks, info, index):
                 names = {x.name for x in anchors}
                 assert any(s in names for s in facts.conflict_symbols), sym
+
+
+def _brute_force_pairs(table, marks) -> dict:
+    """``layout_candidate_pair`` restated over GE's whole symbol table: per symbol, the anchor pairs on two different
+    nodes (or graphs) with an attribute pair that is an absolute conflict or has a checker (REFERENCE_OUTPUT takes
+    part in none)."""
+    out: dict = {}
+    for sym, anchors in table.s2a.items():
+        for i, a in enumerate(anchors):
+            for b in anchors[i + 1 :]:
+                if a.node is b.node:
+                    continue
+                if any(
+                    (x, y) in ABSOLUTE_CONFLICT or (x, y) in REGISTRY
+                    for x in marks.types.get(a, [])
+                    for y in marks.types.get(b, [])
+                    if REF_OUT not in (x, y)
+                ):
+                    ka = (a.node.graph.name, a.node.name, a.io, a.idx)
+                    kb = (b.node.graph.name, b.node.name, b.io, b.idx)
+                    out.setdefault(sym, set()).add(frozenset((ka, kb)))
+    return out
+
+
+def _conflict_heavy(blocks: int, seed: int):
+    """Many Const / Variable outputs (IMMUTABLE_ADDRESS_OUTPUT, which the rules reach only through the anchors of
+    the other marked anchors' symbols) next to continuous inputs, user outputs, HCCL and special memory types."""
+    import random
+
+    rnd = random.Random(seed)
+    b = GraphBuilder("g")
+    b.node("data", "Data")
+    prev, outs = "data", ["data"]
+
+    def op(name: str, typ: str, srcs: list[str], **attrs: object) -> str:
+        b.node(name, typ, attrs=dict(attrs) or None)
+        for src in srcs:
+            b.edge(src, 0, name)
+        return name
+
+    for k in range(blocks):
+        c = op(f"c{k}", rnd.choice(["Const", "Variable", "Constant"]), [])
+        r = op(f"r{k}", "Relu", [prev])
+        kind = rnd.randrange(6)
+        if kind == 0:
+            outs.append(op(f"cat{k}", "ConcatD", [r, c], continuous_input=True))
+        elif kind == 1:
+            outs.append(op(f"h{k}", "HcomAllReduce", [c], _ge_attr_op_kernel_lib_name="ops_kernel_info_hccl"))
+        elif kind == 2:
+            outs.append(op(f"a{k}", "Assign", [c, r]))
+            b.reuse_input(f"a{k}", 0, 0)
+        elif kind == 3:
+            op(f"m{k}", "Relu", [c], _input_memory_type=[1])
+        elif kind == 4:
+            op(f"s{k}", "StreamSwitch", [r])
+        outs.append(rnd.choice([c, r]))
+        prev = r
+    op("out", "NetOutput", outs)
+    return b.build()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_candidate_pairs_equal_brute_force_on_conflict_heavy_graphs(seed):
+    for options in ({}, {"ge.featureBaseRefreshable": "1"}):
+        _compare(_conflict_heavy(30, seed), options)
 
 
 def test_rules_tables_match_python_registry():

@@ -146,9 +146,9 @@ def _process(
     namer: IdentityNamer,
     records: list[dict[str, Any]],
     ctx: PassContext,
+    index: _ModelIndex,
 ) -> dict[str, Any]:
-    """``MemLayoutConflictOptimizer::Process`` for one top static graph."""
-    index = _ModelIndex(model)
+    """``MemLayoutConflictOptimizer::Process`` for one top static graph (``index``: the model's parent look-ups)."""
     info = graph_info(g, opts)
     db = shared_facts(model, ctx)
     engine = ctx.engine if ctx.engine in ("sqlite", "duckdb") else "sqlite"
@@ -236,15 +236,17 @@ def _run(model: Model, ctx: PassContext) -> dict[str, Any]:
         }
     namer = IdentityNamer()
     topological_sorting(model)
+    # one index of subgraph owners for the whole pass: the Identities it inserts own no subgraph
+    index = _ModelIndex(model)
     records: list[dict[str, Any]] = []
     for g in tops:
-        records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer, ctx))
+        records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer, ctx, index))
     # GE sorts the whole root again after the control-node step and after MemConflictProc (new nodes get ids);
     # the only edits since the last sort are this pass's insertions, so only the graphs they landed in are
     # sorted again (the others' order cannot have changed) and ids are renumbered over the whole model
     if records:  # without insertions the order and ids are unchanged
         topological_resort(model, {r["graph"] for r in records if "identity" in r})
-    graphs = [_process(model, g, opts, namer, records, ctx) for g in tops]
+    graphs = [_process(model, g, opts, namer, records, ctx, index) for g in tops]
     if any("identity" in r for r in records):
         topological_resort(model, {r["graph"] for r in records if "identity" in r})
     inserted = [r for r in records if "identity" in r]

@@ -183,13 +183,13 @@ def _solve_nodes(
 
 
 def solve_ctrl_node_subgraph_conflict(
-    model: Model, static_graph: Graph, namer: IdentityNamer, ctx: Any = None
+    model: Model, static_graph: Graph, namer: IdentityNamer, ctx: Any = None, index: _ModelIndex | None = None
 ) -> list[dict[str, Any]]:
     """``SolveCtrlNodeSubGraphConflict`` over ``GetAllNodes(static_graph)`` (a snapshot). ``ctx``: the pass
     context (its shared fact database serves every branch's symbol table, kept in step with the Identities
-    inserted here)."""
+    inserted here); ``index``: the model's parent look-ups, when the caller has them (built otherwise)."""
     records: list[dict[str, Any]] = []
-    index = _ModelIndex(model)
+    index = index if index is not None else _ModelIndex(model)
     for node in all_nodes(model, static_graph):
         if node.type in IF_TYPES or node.type in CASE_TYPES:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)

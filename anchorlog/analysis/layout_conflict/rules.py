@@ -19,7 +19,6 @@ from anchorlog.facts.graph import Graph, Model
 
 from ._ge import INPUT_MEM_TYPE_LIST, OUTPUT_MEM_TYPE_LIST, attr_int_list
 from .attributes import LayoutOptions, is_graph_feature_map_refreshable
-from .order import all_nodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from anchorlog.facts.relations import FactDB
@@ -53,12 +52,13 @@ def _program() -> Program:
 
 
 def table_rows() -> dict[str, list[tuple[str, ...]]]:
-    """GE's tables as the rules' input relations, from the one Python table module and the checker registry."""
+    """GE's tables as the rules' input relations, from the one Python table module and the checker registry.
+    The absolutely-no-conflict rows are not among them: they name no pair the rules look for (no row is also an
+    absolute-conflict or checker pair), so only the Python walk consults them."""
     from .checkers import CHECKERS
-    from .tables import ABSOLUTE_CONFLICT_ROWS, ABSOLUTE_NO_CONFLICT_ROWS
+    from .tables import ABSOLUTE_CONFLICT_ROWS
 
     return {
-        "layout_no_conflict_row": [(x.name, y.name) for x, y in ABSOLUTE_NO_CONFLICT_ROWS],
         "layout_abs_conflict_row": [(x.name, y.name) for x, y in ABSOLUTE_CONFLICT_ROWS],
         "layout_checker_row": [
             (x.name, y.name, name) for name, chks in CHECKERS.items() for c in chks for x, y in c.pairs
@@ -73,13 +73,17 @@ def layout_inputs(
     no node order (no symbols: callers that want them add ``node_order`` / ``sym_top``). ``scope_all``: mark
     the anchors of every graph of the model, not only ``g`` and its nested subgraphs (the hypothetical-table
     API)."""
+    # the memory types of every node of the model: the rules use them only on the scoped graphs (lay_graph), so
+    # no walk of GE's node order is needed to find the processed graph's nodes
     mem_rows = []
-    nodes = [n for x in model.graphs for n in x.nodes.values()] if scope_all else all_nodes(model, g)
-    for n in nodes:
-        for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
-            if key in n.attrs:
-                for i, t in enumerate(attr_int_list(n, key)):
-                    mem_rows.append((n.graph.name if n.graph else "", n.name, io, i, int(t)))
+    for x in model.graphs:
+        for n in x.nodes.values():
+            attrs = n.attrs
+            if INPUT_MEM_TYPE_LIST in attrs or OUTPUT_MEM_TYPE_LIST in attrs:
+                for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
+                    if key in attrs:
+                        for i, t in enumerate(attr_int_list(n, key)):
+                            mem_rows.append((x.name, n.name, io, i, int(t)))
     return {
         "layout_ctx": [(g.name,)],
         "layout_scope_all": [(1,)] if scope_all else [],
