@@ -68,3 +68,29 @@ def test_const_values_in_node_attr_rows() -> None:
         assert kind == "t"
         assert value == relations.to_json(node.attrs["value"].value)
     assert '"origin_format":"NHWC"' in by_node["k1"][4] and '"origin_format":"ND"' in by_node["k2"][4]
+
+
+def test_memo_keeps_equal_but_differently_typed_fields_apart() -> None:
+    """The descriptor memo keys on every field with the types of its numbers: 1, 1.0 and True are equal Python
+    keys but different JSON, and every descriptor through one memo still gives the generic encoding."""
+    descs = [
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=1),
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=1.0),  # type: ignore[arg-type]
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=True),  # type: ignore[arg-type]
+        TensorDesc("DT_FLOAT", [True, 2], "ND", size=1),
+        TensorDesc("DT_FLOAT", [1.0, 2], "ND", size=1),  # type: ignore[list-item]
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=1, reuse_input=True, reuse_input_index=1),
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=1, reuse_input=True, reuse_input_index=True),  # type: ignore[arg-type]
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=1, reuse_input=1, reuse_input_index=1),  # type: ignore[arg-type]
+        TensorDesc("DT_FLOAT", [1, 2], "ND", size=1, reuse_input=False, reuse_input_index=1),
+        TensorDesc("DT_FLOAT", [[1], 2], "ND"),  # type: ignore[list-item]  # unhashable: the general path
+        TensorDesc("DT_FLOAT", [1, 2], "ND", name="a"),
+        TensorDesc("DT_FLOAT", [1, 2], "ND", name=""),
+        TensorDesc("DT_FLOAT", [1, 2], "NCHW", attrs={"origin_format": _ORIGIN}),
+        TensorDesc("DT_FLOAT", [1, 2], "NCHW", attrs={"origin_format": Attr("s", "NCHW")}),
+    ]
+    memo: dict = {}
+    for _ in range(2):
+        for desc in descs:
+            value = TensorDef(desc, b"\x01\x02")
+            assert relations._tensor_def_json(value, memo) == relations.to_json(value), desc

@@ -689,25 +689,45 @@ def _graph_rows(
 
 def _tensor_def_json(t: TensorDef, memo: dict[tuple, tuple[str, list[Attr]]]) -> str:
     """``to_json(t)`` of a TensorDef attribute value (a Const's weights), spelled out: the generic encoder walks
-    the descriptor and its attrs recursively (15 µs per Const). The descriptor's attrs JSON is memoised by the
-    identities of its Attrs (readers share one Attr per distinct origin attr); ``memo`` holds those Attrs, so
-    the ids stay theirs while it lives (one derivation, no edits meanwhile)."""
+    the descriptor and its attrs recursively (15 µs per Const). The descriptor's JSON is memoised by every
+    field it is made of, numbers with their types (``1``, ``1.0`` and ``True`` are equal keys but different
+    JSON), and the identities of its Attrs (readers share one Attr per distinct origin attr): a few dozen
+    distinct descriptors serve thousands of Consts. ``memo`` holds those Attrs, so the ids stay theirs while it
+    lives (one derivation, no edits meanwhile)."""
     desc = t.desc
     if desc is None:
         dtext = "null"
     else:
-        d = _desc_fields(desc)
+        shape = desc.shape
         attrs = desc.attrs
+        size = desc.size
+        ridx = desc.reuse_input_index
+        key = (
+            desc.dtype,
+            desc.layout,
+            desc.name,
+            size,
+            type(size),
+            bool(desc.reuse_input),
+            ridx,
+            type(ridx),
+            None if shape is None else (tuple(shape), tuple(map(type, shape))),
+            tuple(attrs),
+            tuple(map(id, attrs.values())),
+        )
         try:
-            dtext = _encode(d)
-        except (TypeError, ValueError):  # bytes in a field, NaN ...: the general path
-            return to_json(t)
-        if attrs:
-            key = (tuple(attrs), tuple(map(id, attrs.values())))
             hit = memo.get(key)
-            if hit is None:
-                hit = memo[key] = (_encode({k: _jsonable(a) for k, a in attrs.items()}), list(attrs.values()))
-            dtext = dtext[:-1] + ',"attrs":' + hit[0] + "}"
+        except TypeError:  # an unhashable field: the general path
+            return to_json(t)
+        if hit is None:
+            try:
+                dtext = _encode(_desc_fields(desc))
+            except (TypeError, ValueError):  # bytes in a field, NaN ...: the general path
+                return to_json(t)
+            if attrs:
+                dtext = dtext[:-1] + ',"attrs":' + _encode({k: _jsonable(a) for k, a in attrs.items()}) + "}"
+            hit = memo[key] = (dtext, list(attrs.values()))
+        dtext = hit[0]
     data = t.data
     n = len(data)
     if n <= _TENSOR_DATA_INLINE:
