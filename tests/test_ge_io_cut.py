@@ -353,3 +353,48 @@ def test_random_models_same_model(model, copies):
         n.input_desc = [dataclasses.replace(n.output_desc[0]) for _ in range(copies)]
     text = ge_io.model_to_text(model)
     assert_same(text, cut=ge_io._fast_tree(text) is not None)
+
+
+def test_runs_of_blocks_keep_order_and_last_wins():
+    # consecutive blocks at one indentation are cut as one run: descriptors interleaved in and out, an attr
+    # key repeated in a run (the last one wins), runs split by other fields, graph and model attr runs, a
+    # TensorDef with two `desc` blocks (the last one wins; `desc` blocks are not joined)
+    def attr(key: str, value: int, ind: str) -> str:
+        return f'{ind}attr {{\n{ind}  key: "{key}"\n{ind}  value {{\n{ind}    i: {value}\n{ind}  }}\n{ind}}}\n'
+
+    def desc(field: str, dtype: str) -> str:
+        return f"    {field} {{\n      dtype: {dtype}\n    }}\n"
+
+    two_descs = (
+        '    attr {\n      key: "value"\n      value {\n        t {\n          desc {\n            dtype: DT_INT8\n'
+        '          }\n          desc {\n            dtype: DT_INT16\n          }\n          data: "x"\n        }\n'
+        "      }\n    }\n"
+    )
+    op = (
+        '  op {\n    name: "a"\n    type: "T"\n'
+        + attr("k", 1, "    ")
+        + attr("j", 2, "    ")
+        + attr("k", 3, "    ")
+        + "    id: 4\n"
+        + attr("late", 5, "    ")
+        + two_descs
+        + desc("input_desc", "DT_FLOAT")
+        + desc("output_desc", "DT_INT32")
+        + desc("input_desc", "DT_INT64")
+        + '    subgraph_name: "s"\n'
+        + desc("output_desc", "DT_BOOL")
+        + "  }\n"
+    )
+    graph_attrs = attr("g1", 1, "  ") + attr("g2", 2, "  ") + attr("g1", 3, "  ")
+    text = 'graph {\n  name: "g"\n' + op + op.replace('"a"', '"b"') + graph_attrs + "}\n" + attr("m", 1, "")
+    text += 'graph {\n  name: "s"\n}\n'
+    m = assert_same(text, cut=True)
+    for name in "ab":
+        n = m.root.nodes[name]
+        assert list(n.attrs) == ["k", "j", "late", "value"] and n.attr("k") == 3
+        assert n.attrs["value"].value.desc.dtype == "DT_INT16"
+        assert [d.dtype for d in n.input_desc] == ["DT_FLOAT", "DT_INT64"]
+        assert [d.dtype for d in n.output_desc] == ["DT_INT32", "DT_BOOL"]
+    assert m.root.attr("g1") == 3 and list(m.root.attrs) == ["g1", "g2"] and m.attr("m") == 1
+    red, blocks, count = ge_io._cut_blocks(text)
+    assert count == 10  # per op: attr runs (k, j, k) and (late, value), descriptor runs; graph, model attrs

@@ -678,8 +678,6 @@ def _attr_entry(t: list, field: str) -> tuple[str, Attr]:
                 if kind == "b" and (v == "true\x01" or v == "false\x01"):
                     return key, Attr("b", v == "true\x01")
             return key, _attr_from_tree(value)
-    if type(t) is int and _CUT is not None:
-        return _CUT.take(t)  # an attr block cut out of the text (see _read_cut_text)
     key = ""
     attr: Attr | None = None
     it = iter(_as_msg(t, field))
@@ -694,6 +692,9 @@ def _attr_entry(t: list, field: str) -> tuple[str, Attr]:
 
 
 def _attr_map_into(attrs: dict[str, Attr], v: Any, field: str = "attr") -> None:
+    if type(v) is int and _CUT is not None and field == "attr":
+        attrs.update(_CUT.take(v))  # attr blocks cut out of the text (see _read_cut_text)
+        return
     key, attr = _attr_entry(v, field)
     attrs[key] = attr
 
@@ -848,7 +849,10 @@ def _tensor_def_from_tree(t: list) -> TensorDef:
     td = TensorDef()
     for k, v in _pairs(t):
         if k == "desc":
-            td.desc = _CUT.take(v) if type(v) is int and _CUT is not None else _tensor_desc_from_tree(_as_msg(v, k))
+            if type(v) is int and _CUT is not None:
+                ((_, td.desc),) = _CUT.take(v)  # a block cut out of the text (see _read_cut_text)
+            else:
+                td.desc = _tensor_desc_from_tree(_as_msg(v, k))
         elif k == "data":
             data = _as_bytes_or_str(v, k)
             td.data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
@@ -974,18 +978,19 @@ def _node_from_tree(t: list) -> Node:
     raw_inputs: list[str] = []
     for k, v in _pairs(t):
         if k == "attr":
-            key, attr = _attr_entry(v, "attr")
-            attrs[key] = attr
-        elif k == "input_desc":
             if type(v) is int and _CUT is not None:
-                node.input_desc.append(_CUT.take(v))  # a block cut out of the text (see _read_cut_text)
+                attrs.update(_CUT.take(v))  # attr blocks cut out of the text (see _read_cut_text)
             else:
-                node.input_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
-        elif k == "output_desc":
+                key, attr = _attr_entry(v, "attr")
+                attrs[key] = attr
+        elif k == "input_desc" or k == "output_desc":
             if type(v) is int and _CUT is not None:
-                node.output_desc.append(_CUT.take(v))
+                for field, desc in _CUT.take(v):  # descriptor blocks cut out of the text (see _read_cut_text)
+                    (node.input_desc if field == "input_desc" else node.output_desc).append(desc)
             else:
-                node.output_desc.append(_tensor_desc_from_tree(_as_msg(v, k)))
+                (node.input_desc if k == "input_desc" else node.output_desc).append(
+                    _tensor_desc_from_tree(_as_msg(v, k))
+                )
         elif k == "input":
             raw_inputs.append(v if type(v) is str and v[-1:] > "\x02" else _as_str(v, k))
         elif k == "name":
@@ -2120,11 +2125,23 @@ def _cut_blocks(text: str) -> tuple[str, list[str], int] | None:
             if word and word != "input_" and word != "output_":
                 continue
         start = pos - len(head)
-        close = "\n" + head[: len(head) - len(word)] + "}\n"
+        indent = head[: len(head) - len(word)]
+        close = "\n" + indent + "}\n"
         end = find(close, pos + 6)
         if end < 0:
             return None
         end += len(close)
+        # the blocks right after it at the same indentation join it (an op's attrs, an op's descriptors):
+        # fewer placeholders, the same pairs in the same order
+        if word != "":
+            more = (indent + "input_desc {\n", indent + "output_desc {\n")
+        else:
+            more = (indent + "attr {\n",) if text[pos] == "a" else ()
+        while more and text.startswith(more, end):
+            end = find(close, text.index("\n", end))
+            if end < 0:
+                return None
+            end += len(close)
         block = text[start:end]
         line = index.get(block)
         if line is None:
@@ -2141,17 +2158,18 @@ def _cut_blocks(text: str) -> tuple[str, list[str], int] | None:
     return "".join(out), list(index), count
 
 
-def _parse_block(block: str) -> Any:
-    """The IR object of one cut block parsed on its own: a TensorDesc, or (key, Attr) for an attr block.
-    Raises _TreeError when the block is not one balanced message."""
+def _parse_block(block: str) -> list[tuple[str, Any]]:
+    """The IR of one cut run of blocks parsed on its own: its (key, Attr) pairs for attr blocks, its
+    (field, TensorDesc) pairs for descriptors. Raises _TreeError when the text is not such blocks, balanced."""
     tree = _fast_tree(block)
-    if tree is None or len(tree) != 2 or type(tree[1]) is not list:
+    if not tree or len(tree) % 2 or any(type(v) is not list for v in tree[1::2]):
         raise _TreeError("block does not parse on its own")
-    if tree[0] == "attr":
-        return _attr_entry(tree[1], "attr")
-    if tree[0] not in ("input_desc", "output_desc", "desc"):
-        raise _TreeError("unexpected block")
-    return _tensor_desc_from_tree(tree[1])
+    fields = set(tree[0::2])
+    if fields == {"attr"}:
+        return [_attr_entry(v, "attr") for v in tree[1::2]]
+    if fields <= {"input_desc", "output_desc"} or fields == {"desc"} and len(tree) == 2:
+        return [(k, _tensor_desc_from_tree(v)) for k, v in _pairs(tree)]
+    raise _TreeError("unexpected block")
 
 
 def _attr_maker(attr: Attr):
@@ -2205,28 +2223,27 @@ def _desc_maker(td: TensorDesc):
     )  # fmt: skip
 
 
-def _copy_maker(obj: Any, block: str):
-    """A function returning a fresh copy of ``obj``, the IR of ``block``: built from ``obj`` where its kind
-    allows (see _attr_maker), else by parsing the block again."""
-    if type(obj) is tuple:
-        key, attr = obj
-        maker = _attr_maker(attr)
-        if maker is None:
-            return lambda: _parse_block(block)
-        return lambda: (key, maker())
-    maker = _desc_maker(obj)
-    return (lambda: _parse_block(block)) if maker is None else maker
+def _copy_maker(run: list[tuple[str, Any]], block: str):
+    """A function returning fresh copies of ``run``, the pairs of ``block``: built from its objects where their
+    kinds allow (see _attr_maker), else by parsing the block again."""
+    makers = [(k, (_attr_maker if type(obj) is Attr else _desc_maker)(obj)) for k, obj in run]
+    if any(mk is None for _, mk in makers):
+        return lambda: _parse_block(block)
+    if len(makers) == 1:
+        ((key, maker),) = makers
+        return lambda: [(key, maker())]
+    return lambda: [(k, mk()) for k, mk in makers]
 
 
 class _CutBlocks:
-    """The parsed distinct blocks of a text: ``take(k)`` hands out block k's object (first use) or a copy."""
+    """The parsed distinct blocks of a text: ``take(k)`` hands out block k's pairs (first use) or a copy."""
 
     def __init__(self, blocks: list[str]) -> None:
         self.first: list[Any] = [_parse_block(b) for b in blocks]
         self.makers = [_copy_maker(obj, b) for obj, b in zip(self.first, blocks)]
         self.used = 0
 
-    def take(self, k: int) -> Any:
+    def take(self, k: int) -> list[tuple[str, Any]]:
         self.used += 1
         obj = self.first[k]
         if obj is None:
