@@ -398,3 +398,32 @@ def test_runs_of_blocks_keep_order_and_last_wins():
     assert m.root.attr("g1") == 3 and list(m.root.attrs) == ["g1", "g2"] and m.attr("m") == 1
     red, blocks, count = ge_io._cut_blocks(text)
     assert count == 10  # per op: attr runs (k, j, k) and (late, value), descriptor runs; graph, model attrs
+
+
+def test_placeholder_shaped_text_of_its_own():
+    desc = "    output_desc {\n      dtype: DT_FLOAT\n    }\n"
+    strings = '  op {\n    name: "attr: 1"\n    type: "input_desc: 2"\n' + desc + "  }\n"
+    assert_same('graph {\n  name: "g"\n' + strings + "}\n", cut=True)  # only strings: the cut is used
+    own_line = '  op {\n    name: "a"\n    mine {\n      attr: 0\n    }\n' + desc + "  }\n"
+    assert_same('graph {\n  name: "g"\n' + own_line + "}\n", cut=False)  # a line of that shape: plain path
+    in_block = "    output_desc {\n      mine {\n        attr: 0\n        desc: 1\n      }\n    }\n"
+    text = 'graph {\n  name: "g"\n  op {\n    name: "a"\n' + in_block + in_block + "  }\n}\n"
+    m = assert_same(text, cut=True)  # inside a block, unknown fields keep such lines as they are
+    assert m.root.nodes["a"].output_desc[0].extra == ["mine", ["attr", 0, "desc", 1]]
+
+
+def test_read_model_file_paths_same_messages(tmp_path):
+    # a .pbtxt is decoded from a memory map; a file without a known suffix from its bytes: same results
+    text = ge_io.model_to_text(generate_transformer(nodes=200, seed=3))
+    for name, data in [("ok", text.encode()), ("bad", b'graph {\n  name: "g"\n}\n\xff'), ("empty", b"")]:
+        (tmp_path / f"{name}.pbtxt").write_bytes(data)
+        (tmp_path / f"{name}.dump").write_bytes(data)
+        results = []
+        for suffix in ("pbtxt", "dump"):
+            try:
+                results.append(ge_io.model_to_text(ge_io.read_model(tmp_path / f"{name}.{suffix}")))
+            except InputError as e:
+                results.append(e.args[0])  # the message without the place
+        assert results[0] == results[1], name
+    with pytest.raises(InputError, match=r"not UTF-8 text \(byte 22\)"):
+        ge_io.read_model(tmp_path / "bad.pbtxt")

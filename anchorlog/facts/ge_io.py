@@ -29,6 +29,7 @@ import codecs
 import gc
 import json
 import math
+import mmap
 import os
 import re
 import struct
@@ -2089,7 +2090,7 @@ def _msg_to_tree(msg) -> list:
 # where the block was, and the placeholder line's JSON `field, k` stands in the same position. A block that
 # does not parse that way, a placeholder that lands where no builder consumes it (an unknown field's raw
 # tree), or any other surprise sends the whole text down the plain path, which also reports every error.
-# Lines the placeholders look like: if the text already has one, the cut is not attempted.
+# Lines the placeholders look like: if the text already has one outside the blocks, the cut is not used.
 _PLACEHOLDER_LINE = re.compile(r"^ *(?:attr|(?:(?:in|out)put_)?desc): ", re.M)
 _VALUE_KINDS = frozenset(SCALAR_KINDS) | {None}  # Attr kinds whose value is immutable (str, bytes, numbers)
 _CUT: _CutBlocks | None = None  # the blocks of the text being built (placeholders are read only meanwhile)
@@ -2258,8 +2259,6 @@ def _read_cut_text(text: str) -> Model | None:
     global _CUT
     if "\t" in text or "\r" in text:
         return None
-    if ("desc: " in text or "attr: " in text) and _PLACEHOLDER_LINE.search(text):
-        return None
     if not text.endswith("\n"):
         text += "\n"
     cut = _cut_blocks(text)
@@ -2267,6 +2266,12 @@ def _read_cut_text(text: str) -> Model | None:
         return None
     reduced, blocks, count = cut
     del cut
+    # Every placeholder line holds one `attr: ` or `desc: `; more of them means the text had such lines or
+    # strings of its own: fine unless a line outside the blocks already looked like a placeholder. (Inside
+    # a block such a line fails the block's own parse.)
+    if reduced.count("attr: ") + reduced.count("desc: ") != count:
+        if len(_PLACEHOLDER_LINE.findall(reduced)) != count:
+            return None
     try:
         _CUT = blocks_read = _CutBlocks(blocks)
         del blocks
@@ -2403,16 +2408,22 @@ def read_model(path: str | os.PathLike) -> Model:
     Raises :class:`InputError` (one line naming the place) for a missing file, malformed input or an
     inconsistent graph (see :mod:`anchorlog.facts.validate`)."""
     path = os.fspath(path)
+    low = path.lower()
+    text: str | None = None
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            if low.endswith(TEXT_SUFFIXES) and not low.endswith(BINARY_SUFFIXES):
+                text = _read_utf8(f, path)
+            else:
+                data = f.read()
     except FileNotFoundError:
         raise InputError("no such file", path) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a model file", path) from None
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror or e}", path) from None
-    low = path.lower()
+    if text is not None:
+        return read_model_text(text, path)
     if low.endswith(BINARY_SUFFIXES):
         binary = True
     elif low.endswith(TEXT_SUFFIXES):
@@ -2424,9 +2435,29 @@ def read_model(path: str | os.PathLike) -> Model:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text (byte {e.start}); binary models need the .pb suffix", path) from None
+        raise _not_utf8(e, path) from None
     del data  # large dumps: do not hold the bytes and the text at once
     return read_model_text(text, path)
+
+
+def _not_utf8(e: UnicodeDecodeError, path: str) -> InputError:
+    return InputError(f"not UTF-8 text (byte {e.start}); binary models need the .pb suffix", path)
+
+
+def _read_utf8(f, path: str) -> str:
+    """The text of the open file ``f``, decoded straight from a memory map where the file allows one (no
+    bytes copy of a 150 MB dump: about a third of the read + decode time)."""
+    try:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
+    except (OSError, ValueError):  # not a regular file
+        mapped = None
+    try:
+        if mapped is None:
+            return f.read().decode("utf-8")
+        with mapped:
+            return str(mapped, "utf-8")
+    except UnicodeDecodeError as e:
+        raise _not_utf8(e, path) from None
 
 
 def write_model(model: Model, path: str | os.PathLike) -> None:
