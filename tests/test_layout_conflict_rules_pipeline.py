@@ -22,6 +22,11 @@ from anchorlog.facts.graph import Node, TensorDesc
 from anchorlog.facts.relations import _ModelIndex
 from anchorlog.runtime.rewrite import insert_node_before_anchors
 
+try:  # the conflict-heavy builder of the rule tests (HCCL ops, Consts, continuous inputs, special memory types)
+    from test_layout_rules import _conflict_heavy
+except ImportError:  # pragma: no cover
+    from tests.test_layout_rules import _conflict_heavy
+
 
 def _const_to_netoutput():
     b = GraphBuilder("g")
@@ -127,3 +132,40 @@ def test_walked_symbols_get_ge_names_and_order_across_a_subgraph_union():
     assert facts.conflict_symbols and facts.conflict_symbols <= set(whole.s2a)
     for s in facts.conflict_symbols:
         assert [a.name for a in table.s2a[s]] == [a.name for a in whole.s2a[s]]
+
+
+# ---- checkers that cannot mark on a graph: their pairs are not walked (rules.run_layout_rules, dead_checkers)
+def _summary(model) -> list:
+    return [
+        (g.name, [(n.name, n.type, list(n.inputs), list(n.ctrl_inputs), n.id) for n in g.nodes.values()])
+        for g in model.graphs
+    ]
+
+
+def test_dead_checkers_are_the_unrefresh_checkers_without_refresh():
+    from anchorlog.analysis.layout_conflict.attributes import GraphInfo
+    from anchorlog.analysis.layout_conflict.checkers import dead_checkers
+
+    assert dead_checkers(GraphInfo()) == {"unrefresh_in_checker", "unrefresh_out_checker"}
+    assert dead_checkers(GraphInfo(is_feature_map_refreshable=True)) == set()
+    assert dead_checkers(GraphInfo(is_physical_memory_refreshable=True)) == set()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"ge.featureBaseRefreshable": "1"}, {"ge.exec.staticMemoryPolicy": "4"}],
+    ids=["default", "fbr", "phys"],
+)
+def test_pass_without_dead_checker_pairs_equals_full_walk(seed, options, monkeypatch):
+    """The pass with the dead checkers' pairs left out (its default) decides exactly as the walk over every
+    candidate pair: same report (symbols_walked included) and same graph."""
+    import anchorlog.analysis.layout_conflict as lc
+
+    fast = _conflict_heavy(30, seed)
+    rep_fast = run(fast, PassContext(options=dict(options)))
+    full = _conflict_heavy(30, seed)
+    monkeypatch.setattr(lc, "dead_checkers", lambda info: set())
+    rep_full = run(full, PassContext(options=dict(options)))
+    assert rep_fast == rep_full
+    assert _summary(fast) == _summary(full)

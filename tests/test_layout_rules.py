@@ -94,7 +94,8 @@ def _conflict_heavy(blocks: int, seed: int):
         if kind == 0:
             outs.append(op(f"cat{k}", "ConcatD", [r, c], continuous_input=True))
         elif kind == 1:
-            outs.append(op(f"h{k}", "HcomAllReduce", [c], _ge_attr_op_kernel_lib_name="ops_kernel_info_hccl"))
+            src = rnd.choice([c, r])  # an HCCL op next to an immutable output or to NORMAL anchors
+            outs.append(op(f"h{k}", "HcomAllReduce", [src], _ge_attr_op_kernel_lib_name="ops_kernel_info_hccl"))
         elif kind == 2:
             outs.append(op(f"a{k}", "Assign", [c, r]))
             b.reuse_input(f"a{k}", 0, 0)

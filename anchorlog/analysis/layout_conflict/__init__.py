@@ -34,7 +34,7 @@ from ._ge import (
 )
 from .api import forget_layout_attributes, graph_has_mem_conflict_symbol
 from .attributes import AnchorAttribute, LayoutOptions, Marks, graph_info
-from .checkers import find_conflict_nodes, producer
+from .checkers import dead_checkers, find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_resort, topological_sorting
 from .refmap import AnchorRef, SymbolTable, anchor_name, get_ref_mapping
@@ -155,12 +155,14 @@ def _process(
     # The facts every decision rests on come from layout.dl (with symbols.dl) on the shared fact database: the
     # symbol classes, the attributes of the anchors of candidate symbols, the candidate anchor pairs, GE's ref
     # map; GE's symbol names and anchor order are assembled for the walked symbols only.
-    facts, table, n_symbols = run_layout_rules(db, model, g, opts, engine)
+    # (the pairs only a checker that cannot mark on this graph acts on are not walked: dead_checkers)
+    facts, table, n_symbols = run_layout_rules(db, model, g, opts, engine, dead_checkers(info))
     marks = marks_from_rules(model, table, facts)
     # the Identities go to their places in the op lists once, after the walk (see deferred_placement)
     with deferred_placement(model.graphs):
-        checked = _walk(model, g, facts, table, marks, info, index, namer, records)
-    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": n_symbols, "symbols_walked": checked}
+        _walk(model, g, facts, table, marks, info, index, namer, records)
+    # "symbols_walked": the symbols holding a candidate pair (GE's walk can only act there), walked or not
+    return {"graph": g.name, "graph_info": info.as_dict(), "symbols": n_symbols, "symbols_walked": facts.pair_symbols}
 
 
 def _walk(

@@ -102,18 +102,33 @@ class Checker:
     fn: CheckerFn
     as_symbol: bool = False  # GE's CallAsSymbol(): called once per symbol for this attribute pair
     pairs: list[tuple[AnchorAttribute, AnchorAttribute]] = field(default_factory=list)
+    # A graph-level condition without which the checker marks nothing (None: it may mark on any graph): the pass
+    # does not walk the pairs only such a checker could act on (rules.run_layout_rules, layout_dead_checker).
+    can_mark: Callable[[GraphInfo], bool] | None = None
+
+
+def dead_checkers(info: GraphInfo) -> set[str]:
+    """The registered checkers that cannot mark anything on a graph with ``info`` (their ``can_mark`` fails)."""
+    return {c.name for chks in CHECKERS.values() for c in chks if c.can_mark is not None and not c.can_mark(info)}
 
 
 REGISTRY: dict[tuple[int, int], Checker] = {}
 CHECKERS: dict[str, list[Checker]] = {}  # GE source file -> its registrations
 
 
-def register(x: AnchorAttribute, y: AnchorAttribute, fn: CheckerFn, name: str, as_symbol: bool = False) -> None:
+def register(
+    x: AnchorAttribute,
+    y: AnchorAttribute,
+    fn: CheckerFn,
+    name: str,
+    as_symbol: bool = False,
+    can_mark: Callable[[GraphInfo], bool] | None = None,
+) -> None:
     """``REGISTER_FUNC(x, y, fn)`` (symmetric). ``name`` is GE's checker source file; one file may register
-    several pairs, with one function or several."""
+    several pairs, with one function or several. ``can_mark``: see :attr:`Checker.can_mark`."""
     if (x, y) in REGISTRY or (x, y) in ABSOLUTE_CONFLICT or (x, y) in ABSOLUTE_NO_CONFLICT:
         raise ValueError(f"pair {x.name} x {y.name} registered twice")
-    chk = Checker(name, fn, as_symbol, [(x, y)])
+    chk = Checker(name, fn, as_symbol, [(x, y)], can_mark)
     CHECKERS.setdefault(name, []).append(chk)
     REGISTRY[(x, y)] = REGISTRY[(y, x)] = chk
 
@@ -382,6 +397,12 @@ def rts_special_out_and_rts_special_out(ctx: CheckContext) -> None:
     ctx.mark(ctx.a if topo_id(ctx.a) < topo_id(ctx.b) else ctx.b)
 
 
+def refresh_possible(info: GraphInfo) -> bool:
+    """What the unrefresh checkers need before anything else: a refreshable feature map, or refreshable physical
+    memory (``CheckContext.phys`` is false without it, whatever the nodes)."""
+    return info.is_feature_map_refreshable or info.is_physical_memory_refreshable
+
+
 def unrefresh_in(ctx: CheckContext) -> None:
     if not ctx.info.is_feature_map_refreshable and not ctx.phys:
         return
@@ -513,9 +534,9 @@ for _y in (
     NORMAL_IN,
     NORMAL_OUT,
 ):
-    register(UNSUP_IN, _y, unrefresh_in, "unrefresh_in_checker")
+    register(UNSUP_IN, _y, unrefresh_in, "unrefresh_in_checker", can_mark=refresh_possible)
 for _y in (IMMUT_OUT, UNSUP_OUT, CONT_IN, CONT_OUT, NOPAD_IN, NOPAD_OUT, RTS_OUT, RTS_IN, NORMAL_IN, NORMAL_OUT):
-    register(UNSUP_OUT, _y, unrefresh_out, "unrefresh_out_checker")
+    register(UNSUP_OUT, _y, unrefresh_out, "unrefresh_out_checker", can_mark=refresh_possible)
 register(USER_IN, CONT_OUT, user_in_and_continuous_in_out, "user_in_and_continuous_in_out_checker")
 register(USER_IN, CONT_IN, user_in_and_continuous_in_out, "user_in_and_continuous_in_out_checker")
 register(USER_IN, NOPAD_OUT, user_in_and_nopadding_continuous_out, "user_in_and_continuous_in_out_checker")

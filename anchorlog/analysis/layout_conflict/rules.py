@@ -11,6 +11,7 @@ supplied to the rules from :mod:`.tables` / :mod:`.checkers` (one table, no copy
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,13 +37,16 @@ class LayoutFacts:
     """``attrs``: (graph, node, io, idx) -> attribute names in GE's order (all anchors for :func:`layout_facts`,
     the anchors of candidate symbols for :func:`run_layout_rules`); ``conflict_symbols``: symbols with a
     candidate pair; ``pairs``: symbol -> set of unordered candidate anchor pairs; ``ref_var``: out-anchor ->
-    the var node name it refers to; ``checkers``: (attr, attr) -> checker."""
+    the var node name it refers to; ``checkers``: (attr, attr) -> checker; ``pair_symbols``: how many symbols
+    hold a candidate pair, counting those whose pairs only a checker that cannot mark on the graph names (the
+    pass's ``dead_checkers``: such symbols are not in ``conflict_symbols``)."""
 
     attrs: dict[AnchorKey, list[str]] = field(default_factory=dict)
     conflict_symbols: set[str] = field(default_factory=set)
     pairs: dict[str, set[frozenset[AnchorKey]]] = field(default_factory=dict)
     ref_var: dict[AnchorKey, str] = field(default_factory=dict)
     checkers: dict[tuple[str, str], str] = field(default_factory=dict)
+    pair_symbols: int = 0
 
 
 def _program() -> Program:
@@ -90,6 +94,7 @@ def layout_inputs(
         "node_order": [],
         "sym_top": [],
         "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
+        "layout_dead_checker": [],
         "layout_mem_type": mem_rows,
         **table_rows(),
     }
@@ -119,14 +124,22 @@ _SUB_ROLES = {
 
 
 def _run(
-    db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str, outputs: list[str]
+    db: FactDB | Any,
+    model: Model,
+    g: Graph,
+    opts: LayoutOptions,
+    engine: str,
+    outputs: list[str],
+    dead_checkers: Iterable[str] = (),
 ) -> tuple[Any, Any, dict[int, str]]:
     """One run of ``layout.dl`` (with ``symbols.dl``) for processed graph ``g``: the result, GE's table of the
-    walked symbols (``symbols.assemble_symbol_table`` on their rows) and symbol id -> GE's symbol name."""
+    walked symbols (``symbols.assemble_symbol_table`` on their rows) and symbol id -> GE's symbol name.
+    ``dead_checkers``: checkers that cannot mark on ``g`` (their pairs are not walked)."""
     from anchorlog.analysis.order import node_order_rows
     from anchorlog.analysis.symbols import assemble_symbol_table
 
     extra = layout_inputs(model, g, opts)
+    extra["layout_dead_checker"] = [(c,) for c in sorted(dead_checkers)]
     extra["node_order"] = node_order_rows(model, g)
     extra["sym_top"] = [(g.name,)]
     res = _program().run(db, engine=engine, extra=extra, outputs=outputs + TABLE_OUTPUTS)
@@ -150,21 +163,30 @@ def _facts(res: Any, ge_name: dict[int, str], attrs_rel: str) -> LayoutFacts:
     out.conflict_symbols = set(out.pairs)
     out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var", sort=False)}
     out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker", sort=False)}
+    counts = next(iter(res.rows("layout_symbol_count", sort=False)), None)
+    out.pair_symbols = int(counts[4]) if counts else 0
     return out
 
 
 def run_layout_rules(
-    db: FactDB | Any, model: Model, g: Graph, opts: LayoutOptions, engine: str = "sqlite"
+    db: FactDB | Any,
+    model: Model,
+    g: Graph,
+    opts: LayoutOptions,
+    engine: str = "sqlite",
+    dead_checkers: Iterable[str] = (),
 ) -> tuple[LayoutFacts, SymbolTable, int]:
     """The pass's run of ``layout.dl`` on ``db`` (the pipeline's shared fact database) for processed graph
     ``g``: the symbols come from ``symbols.dl`` in the same run (GE's ``GetRefMapping(g)`` partition), and only
     the symbols the pass walks are assembled into GE's names and anchor order. Returns the facts (attributes
     of the anchors of walked symbols, candidate pairs keyed by GE's symbol names, ref map), GE's table of the
-    walked symbols, and the number of symbols of GE's whole table."""
+    walked symbols, and the number of symbols of GE's whole table. ``dead_checkers``: the registered checkers
+    that cannot mark anything on ``g`` (:func:`.checkers.dead_checkers` of its graph info): the pairs only they
+    act on are not candidates, so their symbols are neither walked nor assembled (``pair_symbols`` counts them)."""
     from .refmap import from_rule_table
 
-    res, st, ge_name = _run(db, model, g, opts, engine, PASS_OUTPUTS)
-    roots, involved, joined, phantoms = next(iter(res.rows("layout_symbol_count", sort=False)), (0, 0, 0, 0))
+    res, st, ge_name = _run(db, model, g, opts, engine, PASS_OUTPUTS, dead_checkers)
+    roots, involved, joined, phantoms, _pairs = next(iter(res.rows("layout_symbol_count", sort=False)), (0,) * 5)
     count = int(roots) - int(involved) + int(joined) + int(phantoms)
     return _facts(res, ge_name, "layout_candidate_attr"), from_rule_table(model, st), count
 
