@@ -621,3 +621,30 @@ def test_fetch_all_pauses_the_collector_and_restores_it():
     with pytest.raises(sqlite3.OperationalError):  # the second row fails, inside fetch_all
         fetch_all(c.execute("SELECT abs(x) FROM (SELECT 1 AS x UNION ALL SELECT -9223372036854775808)"))
     assert gc.isenabled()
+
+
+def test_rounds_on_a_relation_whose_seed_rows_become_equal_by_affinity(forced_rounds):
+    """Seed rows (facts, extra=) that differ in Python but are equal after the column's affinity (1 and "1" in
+    a number column) are one tuple: rounds give the same result as the single statement (the unique index of
+    the rounds used to fail on them)."""
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE e (a, b)")
+    c.executemany("INSERT INTO e VALUES (?, ?)", [(1, 2), (2, 3)])
+    facts = Program.from_text(
+        """
+        .decl r(x: number)
+        .output r
+        r(1). r("1").
+        r(Y) :- r(X), e(X, Y).
+        """
+    )
+    assert facts.run(c).rows("r", sort=False) == [(1,), (2,), (3,)]
+    given = Program.from_text(
+        """
+        .decl r(x: number)
+        .input r
+        .output r
+        r(Y) :- r(X), e(X, Y).
+        """
+    )
+    assert sorted(given.run(c, extra={"r": [(1,), ("1",), (2,)]}).rows("r", sort=False)) == [(1,), (2,), (3,)]

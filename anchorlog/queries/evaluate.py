@@ -736,6 +736,12 @@ class SQLEvaluation:
         target, cols = ref.sql, ref.columns
         qcols = [quote(c) for c in cols]
         bare = target.split(".", 1)[1]
+        keep_first = (
+            f"DELETE FROM {target} WHERE rowid NOT IN (SELECT min(rowid) FROM {target} GROUP BY {', '.join(qcols)})"
+        )
+        if self._seeded(rel):
+            # seed rows distinct in Python can be equal after the column's affinity (1 and '1' in a number column)
+            self.exe(keep_first)
         self.exe(f"CREATE UNIQUE INDEX temp.{quote(bare.strip(chr(34)) + '_u')} ON {bare} ({', '.join(qcols)})")
         self._indexed.add((target, tuple(cols)))
         # a tuple with a NULL is never a unique-index conflict: such tuples are checked against the table (IS)
@@ -781,10 +787,7 @@ class SQLEvaluation:
             # table is a set and a result read from it needs no de-duplication.
             has_null = " OR ".join(f"{c} IS NULL" for c in qcols)
             if self.conn.execute(f"SELECT 1 FROM {target} WHERE {has_null} LIMIT 1").fetchone() is not None:
-                self.exe(
-                    f"DELETE FROM {target} WHERE rowid NOT IN (SELECT min(rowid) FROM {target} "
-                    f"GROUP BY {', '.join(qcols)})"
-                )
+                self.exe(keep_first)
             self._sets.add(rel)
         return True
 
