@@ -6,7 +6,9 @@ Formats: protobuf text (``.pbtxt``/``.txt``, what ``DUMP_GE_GRAPH`` writes) and 
   100k-node graphs). Dumps laid out the way protobuf's printer writes them (one field per line) take a fast
   path that turns the text into JSON with a few C-level string passes and lets ``json`` build the tree;
   anything else (hand-written files, comments, several fields on a line, ``<>`` or ``[]`` syntax) goes
-  through a general tokenizer. Both produce the same generic tree, from which the IR is built.
+  through a general tokenizer. Both produce the same generic tree, from which the IR is built. Before that,
+  the descriptor and attr blocks of a printer-shaped dump are cut out and each distinct one is parsed once
+  (see ``_read_cut_text``): large models repeat a few thousand block texts hundreds of thousands of times.
 * Binary goes through the generated protobuf classes (``ge_ir_pb2``; upb parses in C).
 
 Nothing is lost: every known field the IR does not model is kept in the owner's ``other`` dict (keyed by
