@@ -14,6 +14,7 @@ step  pass                       where GE runs it
 3     hccl-memcpy                PrepareOptimize (HcclMemcpyPass)
 3b    common-subexpression-el.   OptimizeStage1 (CommonSubexpressionEliminationPass, an O3 pass)
 4     hccl-memcpy                OptimizeStage1_3 (HcclMemcpyPass again, the "temporary" second run)
+4a    engine-partition           OptimizeSubgraph (engine partition + merge: edges re-created in topo order)
 4b    inner-identity-delete      OptimizeStage2 after-merge (InnerIdentityDeletePass; runs once registered)
 5     hccl-continuous-memcpy     OptimizeStage2 after-merge passes
 6     inplace-support-check      OptimizeStage2 GEPass (the pass itself checks the host-exec flag)
@@ -48,6 +49,7 @@ O3_ORDER: tuple[str, ...] = (
     "hccl-memcpy",
     "common-subexpression-elimination",
     "hccl-memcpy",
+    "engine-partition",
     "inner-identity-delete",
     "hccl-continuous-memcpy",
     "inplace-support-check",
