@@ -160,6 +160,16 @@ PASS_OUTPUTS = (
 
 # what an Identity's removal after its split is decided on (RWFacts.removal_only)
 REMOVAL_OUTPUTS = ("rwc_remove", "rwc_remove_via")
+# what InitRWConflictCheck alone reads (RWFacts.init_only): ref marks, subgraph marks, the primed caches
+INIT_OUTPUTS = (
+    "rw_ref",
+    "marked_sg",
+    "rwc_sub_identity",
+    "rwc_data_error",
+    "rwc_netout_error",
+    "rwd_cur_t0",
+    "rwd_cur_win",
+)
 
 
 def _program() -> Any:
@@ -172,15 +182,7 @@ class RWFacts:
     """One evaluation of ``rw_types.dl``'s pass relations, indexed for GE's walk."""
 
     def __init__(self, res: Any) -> None:
-        self.refs = res.rows("rw_ref", sort=False)
-        self.marked = {sg for sg, _pg, _pn in res.rows("marked_sg", sort=False)}
-        self.sub_identity = {
-            (sg, no, k): (s, j, why) for sg, no, k, s, j, why in res.rows("rwc_sub_identity", sort=False)
-        }
-        self.data_error = {(sg, d): why for sg, d, why in res.rows("rwc_data_error", sort=False)}
-        self.netout_error: dict[tuple[str, str, int], str] = {}
-        for sg, no, k, why in sorted(res.rows("rwc_netout_error"), key=lambda r: r[3] != "has no _parent_node_index"):
-            self.netout_error.setdefault((sg, no, k), why)
+        self._read_init(res)
         self.out_t = {(g, n, o): (t, why) for g, n, o, t, why in res.rows("rwd_out_t", sort=False)}
         self.in_t = {(g, n, i): (t, why) for g, n, i, t, why in res.rows("rwd_in_t", sort=False)}
         self.edges: dict[tuple[str, str], dict[int, dict[tuple[str, int], tuple[str, str, str]]]] = {}
@@ -208,9 +210,28 @@ class RWFacts:
             if any(r != DO_NOTHING or (g, d) in self.skip_consumer for (d, _i), (_ot, _it, r) in cells.items())
         }
         self.active: set[tuple[str, str]] = {(g, s) for g, s, _o in self.acting} | self.ident
+        self.matrix = {(o, i): r for o, i, r in res.rows("rw_matrix", sort=False)}
+
+    @classmethod
+    def init_only(cls, res: Any) -> RWFacts:
+        """The facts of :data:`INIT_OUTPUTS` only (what ``InitRWConflictCheck`` reads: :meth:`RWTypes.init`), from a
+        run that asked for no more (the walk's types, edges and chains are not derived)."""
+        facts = cls.__new__(cls)
+        facts._read_init(res)
+        return facts
+
+    def _read_init(self, res: Any) -> None:
+        self.refs = res.rows("rw_ref", sort=False)
+        self.marked = {sg for sg, _pg, _pn in res.rows("marked_sg", sort=False)}
+        self.sub_identity = {
+            (sg, no, k): (s, j, why) for sg, no, k, s, j, why in res.rows("rwc_sub_identity", sort=False)
+        }
+        self.data_error = {(sg, d): why for sg, d, why in res.rows("rwc_data_error", sort=False)}
+        self.netout_error: dict[tuple[str, str, int], str] = {}
+        for sg, no, k, why in sorted(res.rows("rwc_netout_error"), key=lambda r: r[3] != "has no _parent_node_index"):
+            self.netout_error.setdefault((sg, no, k), why)
         self.cache_t0 = res.rows("rwd_cur_t0", sort=False)
         self.cache_in = res.rows("rwd_cur_win", sort=False)
-        self.matrix = {(o, i): r for o, i, r in res.rows("rw_matrix", sort=False)}
 
     @classmethod
     def removal_only(cls, res: Any) -> RWFacts:
@@ -291,9 +312,13 @@ class RWTypes:
         self.out_changed: set[tuple[str, str]] = set()
 
     # ---------------------------------------------------------------------------------------------- evaluation
-    def evaluate(self, ask_out: Iterable[tuple] = (), ask_in: Iterable[tuple] = ()) -> RWFacts:
+    def evaluate(
+        self, ask_out: Iterable[tuple] = (), ask_in: Iterable[tuple] = (), *, init_only: bool = False
+    ) -> RWFacts:
         """Run the pass relations of ``rw_types.dl`` on the current graph (the shared fact database, refreshed
-        where edits landed). ``ask_out``/``ask_in``: further (graph, node, idx) anchors to type."""
+        where edits landed). ``ask_out``/``ask_in``: further (graph, node, idx) anchors to type. ``init_only``:
+        only what ``InitRWConflictCheck`` reads (:data:`INIT_OUTPUTS`); those facts are not kept for later
+        questions (the next one evaluates again)."""
 
         if self._io_rows is None:
             # op input/output names only feed the ref relations; the nodes this pass adds (Identity x -> y) have
@@ -311,6 +336,10 @@ class RWTypes:
         # SQLite always, as the TensorMove pass does with the same rules: the shared fact database is an in-memory
         # SQLite one (DuckDB would copy every table per evaluation for joins over ~1 % of the anchors), and DuckDB
         # rejects rw_types.dl's `V > 0` over the mixed-type attribute value column (special_size)
+        if init_only:
+            res = _program().run(db, engine="sqlite", extra=extra, outputs=list(INIT_OUTPUTS))
+            self.evaluations += 1
+            return RWFacts.init_only(res)
         res = _program().run(db, engine="sqlite", extra=extra, outputs=list(PASS_OUTPUTS))
         self.evaluations += 1
         self._facts = RWFacts(res)
@@ -501,25 +530,30 @@ class RWTypes:
                             )
                         )
 
-    def init(self, *, mark_subgraphs: bool | None = None) -> None:
+    def init(self, *, mark_subgraphs: bool | None = None, init_only: bool = False) -> None:
         """GE ``InitRWConflictCheck``: mark refs, then subgraphs (when there are any, or always with
-        ``mark_subgraphs=True`` as ``HandleMemoryRWConflict`` does). Freezes GE's subgraph caches."""
+        ``mark_subgraphs=True`` as ``HandleMemoryRWConflict`` does). Freezes GE's subgraph caches.
+        ``init_only``: derive only what this step reads (a caller that asks its types elsewhere, as the
+        TensorMove pass does through its own rules), not the walk's facts."""
         if not mark_subgraphs and len(self.model.graphs) == 1:
             # nothing to mark but the refs, which need only the op names: no fact database is built for them
             self.mark_ref_relations(self._refs_only())
             return
-        facts = self.evaluate()
+        facts = self.evaluate(init_only=init_only)
         self._cache = (facts.cache_t0, facts.cache_in)
         self.mark_ref_relations(facts)
         if mark_subgraphs or (mark_subgraphs is None and len(self.model.graphs) > 1):
             self.mark_all_subgraphs(facts)
 
     @classmethod
-    def init_rw_conflict_check(cls, model: Model, ctx: PassContext | None = None) -> RWTypes:
+    def init_rw_conflict_check(
+        cls, model: Model, ctx: PassContext | None = None, *, init_only: bool = False
+    ) -> RWTypes:
         """GE ``InitRWConflictCheck`` on ``model`` (its graph edits included). ``ctx``: the pipeline's pass context,
-        so the rules run over its shared fact database."""
+        so the rules run over its shared fact database. ``init_only``: see :meth:`init` (later type questions to
+        the returned object evaluate the rules again)."""
         rw = cls(model, ctx)
-        rw.init()
+        rw.init(init_only=init_only)
         return rw
 
     # ---------------------------------------------------------------------------------------------- edits

@@ -320,6 +320,55 @@ SYMBOL_ROWS = {
 }
 
 
+# The roles of the assembly -> symbols.dl's demand-driven relations (complete whatever is asked); the "tree" role
+# is the includer's (aid, founder) rows of the classes it wants assembled.
+DEMAND_ROWS = {
+    "sg_out_union": "ds_sg_out_union",
+    "merge_peer": "ds_merge_peer",
+    "nextiter_out": "ds_nextiter_out",
+    "phantom_out": "ds_phantom_out",
+    "late_link": "ds_late_link",
+}
+
+
+def asked_symbol_table(model: Model, ctx: Any, program: Any, tree: str, *, engine: str = "auto") -> SymbolTable | None:
+    """GE's table of the root graph (as :func:`cached_symbol_table`), restricted to the classes a program that
+    includes ``symbols.dl`` asks for: ``tree`` names its ``(aid, founder)`` relation holding every anchor of
+    those classes (``ds_member_in`` / ``ds_member_out`` of the founders asked through ``sym_ask_members``). The
+    program must also ask for every class a union, a Merge, an anchor with two founders or a late link touches
+    (their names and order depend on the whole of each, as GE's mapping does them; tm_symtab.dl shows how): then
+    every listed symbol has the whole table's name and anchors, in the same order, and the same errors are raised.
+
+    None when a symbol name could collide across graphs (a founder or phantom anchor of a node whose name occurs in
+    two mapped graphs: in the whole table one such symbol replaces the other, which a part cannot tell): the caller
+    then needs the whole table."""
+    from anchorlog.analysis.fact_cache import shared_facts
+
+    g = model.resolve_graph(None)
+    order = cached_node_order(model, ctx, g)
+    extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": []}
+    res = program.run(
+        shared_facts(model, ctx),
+        engine=_pick_engine(engine, len(order)),
+        extra=extra,
+        outputs=[tree, *DEMAND_ROWS.values()],
+    )
+    graph_of: dict[str, str] = {}
+    twice: set[str] = set()
+    for gname, node, _ in order:
+        seen = graph_of.setdefault(node, gname)
+        if seen != gname:
+            twice.add(node)
+    if twice:
+        by_ord = {o: n for _, n, o in order}
+        named = {r for _, r in res.rows(tree, sort=False)} | {a for (a,) in res.rows(DEMAND_ROWS["phantom_out"])}
+        if any(by_ord[int(a) >> _NODE_BITS] in twice for a in named):
+            return None
+    return assemble_symbol_table(
+        res, order[0][0] if order else "", order=order, relations={"tree": tree, **DEMAND_ROWS}
+    )
+
+
 def _decoder(order: list[tuple[str, str, int]]) -> tuple[Any, Any]:
     """aid -> (graph, node, io, idx) for anchors numbered over ``order`` (``aid = ord * 2^20 + io * 2^19 + idx``):
     one anchor, and a list of them."""

@@ -182,14 +182,23 @@ class PathStep:
 # Symbol table kept up to date across deletions (TensorMoveDeletePass::Init / MergeTensorMoveSymbolAfterDelete)
 # --------------------------------------------------------------------------------------------------------------
 class TMSymbols:
-    """GE's ``anchor_to_symbol`` / ``symbol_to_anchors`` of the root graph, built once by
-    :func:`anchorlog.analysis.symbols.symbol_table` and merged after each deletion."""
+    """GE's ``anchor_to_symbol`` / ``symbol_to_anchors`` of the root graph as far as the pass reads them, built
+    once and merged after each deletion.
+
+    With a pass context only the symbols of the TensorMoves' input 0 / output 0 anchors are derived
+    (``tm_symtab.dl`` over symbols.dl's demand-driven part, assembled by
+    :func:`anchorlog.analysis.symbols.asked_symbol_table`): a merge joins only such symbols, so every symbol the
+    pass ever looks up is one of them, with the whole table's name and anchors. Otherwise, or when a part could
+    differ from the whole (symbol names colliding across graphs), the whole table
+    (:func:`anchorlog.analysis.symbols.symbol_table`)."""
 
     def __init__(self, model: Model, ctx: PassContext | None = None) -> None:
-        from anchorlog.analysis.symbols import symbol_table  # the shared GetRefMapping (memory-conflict issue)
+        from anchorlog.analysis.symbols import asked_symbol_table, symbol_table
 
-        # over the pipeline's shared fact database when there is a pass context (no private fact build)
-        a2s, s2a = symbol_table(model, ctx=ctx)
+        table = None
+        if ctx is not None:  # over the pipeline's shared fact database (no private fact build)
+            table = asked_symbol_table(model, ctx, _program(TM_SYMTAB_DL), "tm_sym_tree")
+        a2s, s2a = table.as_pair() if table is not None else symbol_table(model, ctx=ctx)
         self.a2s: dict[tuple, str] = dict(a2s)
         self.s2a: dict[str, list[tuple]] = {s: list(v) for s, v in s2a.items()}
 
@@ -220,6 +229,7 @@ class TMSymbols:
 # --------------------------------------------------------------------------------------------------------------
 TM_CYCLE_DL = TM_DL.with_name("tm_cycle.dl")
 TM_SYMBOLS_DL = TM_DL.with_name("tm_symbols.dl")
+TM_SYMTAB_DL = TM_DL.with_name("tm_symtab.dl")  # the symbol table the pass reads (TMSymbols)
 
 # Relations of tensor_move.dl the decisions read (row prefix: graph, tm)
 DECISION_OUTPUTS = (
@@ -692,7 +702,9 @@ class TensorMoveDecider:
         primed = False
         if mode in ("full", "rw"):
             try:
-                RWTypes.init_rw_conflict_check(model, self.ctx)  # rules over the run's shared fact database
+                # rules over the run's shared fact database; only what the initialisation reads (the pass asks its
+                # own types through tensor_move.dl)
+                RWTypes.init_rw_conflict_check(model, self.ctx, init_only=True)
                 self.rw_state = "primed"
                 primed = True
             except AnchorlogError as err:
