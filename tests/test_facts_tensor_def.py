@@ -84,6 +84,8 @@ def test_memo_keeps_equal_but_differently_typed_fields_apart() -> None:
         TensorDesc("DT_FLOAT", [1, 2], "ND", size=1, reuse_input=1, reuse_input_index=1),  # type: ignore[arg-type]
         TensorDesc("DT_FLOAT", [1, 2], "ND", size=1, reuse_input=False, reuse_input_index=1),
         TensorDesc("DT_FLOAT", [[1], 2], "ND"),  # type: ignore[list-item]  # unhashable: the general path
+        TensorDesc("DT_FLOAT", (1, 2), "ND"),  # type: ignore[arg-type]  # a tuple: same text as the list
+        TensorDesc("DT_FLOAT", 5, "ND"),  # type: ignore[arg-type]  # no sequence: the general path
         TensorDesc("DT_FLOAT", [1, 2], "ND", name="a"),
         TensorDesc("DT_FLOAT", [1, 2], "ND", name=""),
         TensorDesc("DT_FLOAT", [1, 2], "NCHW", attrs={"origin_format": _ORIGIN}),

@@ -702,22 +702,22 @@ def _tensor_def_json(t: TensorDef, memo: dict[tuple, tuple[str, list[Attr]]]) ->
         attrs = desc.attrs
         size = desc.size
         ridx = desc.reuse_input_index
-        key = (
-            desc.dtype,
-            desc.layout,
-            desc.name,
-            size,
-            type(size),
-            bool(desc.reuse_input),
-            ridx,
-            type(ridx),
-            None if shape is None else (tuple(shape), tuple(map(type, shape))),
-            tuple(attrs),
-            tuple(map(id, attrs.values())),
-        )
         try:
+            key = (
+                desc.dtype,
+                desc.layout,
+                desc.name,
+                size,
+                type(size),
+                bool(desc.reuse_input),
+                ridx,
+                type(ridx),
+                None if shape is None else (tuple(shape), tuple(map(type, shape))),
+                tuple(attrs),
+                tuple(map(id, attrs.values())),
+            )
             hit = memo.get(key)
-        except TypeError:  # an unhashable field: the general path
+        except TypeError:  # an unhashable field or a shape that is no sequence: the general path
             return to_json(t)
         if hit is None:
             try:
