@@ -427,3 +427,16 @@ def test_read_model_file_paths_same_messages(tmp_path):
         assert results[0] == results[1], name
     with pytest.raises(InputError, match=r"not UTF-8 text \(byte 22\)"):
         ge_io.read_model(tmp_path / "bad.pbtxt")
+
+
+def test_blocks_that_do_not_repeat_take_the_plain_path():
+    def text(n_ops: int, distinct: int) -> str:
+        ops = "".join(
+            f'  op {{\n    name: "o{i}"\n    type: "T"\n    output_desc {{\n      size: {i % distinct}\n    }}\n  }}\n'
+            for i in range(n_ops)
+        )
+        return 'graph {\n  name: "g"\n' + ops + "}\n"
+
+    assert_same(text(1200, 1200), cut=False)  # 1200 distinct blocks, each once
+    assert_same(text(1200, 250), cut=True)  # few distinct ones: cut
+    assert_same(text(4800, 1100), cut=True)  # many distinct ones, but each about 4 times

@@ -2096,6 +2096,9 @@ def _msg_to_tree(msg) -> list:
 _PLACEHOLDER_LINE = re.compile(r"^ *(?:attr|(?:(?:in|out)put_)?desc): ", re.M)
 _VALUE_KINDS = frozenset(SCALAR_KINDS) | {None}  # Attr kinds whose value is immutable (str, bytes, numbers)
 _CUT: _CutBlocks | None = None  # the blocks of the text being built (placeholders are read only meanwhile)
+# A run of blocks parsed on its own costs about what the plain path spends on its lines (~35 us at 30 k): above
+# this many distinct runs, the cut is used only while they repeat 4 times on average.
+_CUT_MAX_DISTINCT = 1000
 
 
 def _cut_blocks(text: str) -> tuple[str, list[str], int] | None:
@@ -2268,6 +2271,8 @@ def _read_cut_text(text: str) -> Model | None:
         return None
     reduced, blocks, count = cut
     del cut
+    if len(blocks) > _CUT_MAX_DISTINCT and len(blocks) * 4 > count:
+        return None  # blocks hardly repeat: parsing each on its own would cost more than the plain path
     # Every placeholder line holds one `attr: ` or `desc: `; more of them means the text had such lines or
     # strings of its own: fine unless a line outside the blocks already looked like a placeholder. (Inside
     # a block such a line fails the block's own parse.)
@@ -2333,6 +2338,8 @@ def read_model_text(text: str, source: str = "<text>", *, validate: bool = True)
 def _read_model_text(text: str, source: str, validate: bool) -> Model:
     model = _read_cut_text(text)
     if model is None:
+        _ORIGIN_ATTRS.clear()  # the plain path shares origin attrs from scratch
+        _ORIGIN_IDS.clear()
         return _read_model_text_plain(text, source, validate)
     model.source = source
     if validate:
