@@ -2116,19 +2116,20 @@ def _cut_blocks(text: str) -> tuple[str, list[str], int] | None:
     next_attr = find("attr {\n")
     next_desc = find("desc {\n")
     while next_attr >= 0 or next_desc >= 0:
+        # (a cut block's own opener is passed over by the search after its end, below)
         if next_desc < 0 or 0 <= next_attr < next_desc:
             pos = next_attr
-            next_attr = find("attr {\n", pos + 1)
             head = text[rfind("\n", 0, pos) + 1 : pos]
             word = head.lstrip(" ")
             if word:
+                next_attr = find("attr {\n", pos + 1)
                 continue  # e.g. `my_attr {`: not a block that is cut
         else:
             pos = next_desc
-            next_desc = find("desc {\n", pos + 1)
             head = text[rfind("\n", 0, pos) + 1 : pos]
             word = head.lstrip(" ")
             if word and word != "input_" and word != "output_":
+                next_desc = find("desc {\n", pos + 1)
                 continue
         start = pos - len(head)
         indent = head[: len(head) - len(word)]
