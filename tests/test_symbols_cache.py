@@ -92,7 +92,9 @@ def test_assembly_from_founder_pairs_and_from_named_rows_agree() -> None:
     db = FactDB.from_model(m)
     order = node_order_rows(m)
     res = Program.from_file(SYMBOLS_DL).run(
-        db, extra={"node_order": order, "sym_top": []}, outputs=[*SYMBOL_ROWS.values(), "anchor_tree"]
+        db,
+        extra={"node_order": order, "sym_top": [], "sym_all": [(1,)]},
+        outputs=[*SYMBOL_ROWS.values(), "anchor_tree"],
     )
     by_pairs = assemble_symbol_table(res, "g", order=order)
     by_names = assemble_symbol_table(res, "g", relations={"tree": "anchor_tree"})

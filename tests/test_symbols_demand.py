@@ -1,7 +1,7 @@
 """symbols.dl's demand-driven relations (ds_*: the founders of asked anchors, the anchors of asked founders, the
 unions, GE's events and the founder count, without numbering every anchor) equal the whole-table relations
-restricted to what was asked: asking for every anchor and every founder gives the whole table back, asking for
-half of them gives exactly that half. On every conformance model (each graph as mapped graph) and on random
+(the same rules with every anchor asked, sym_all) restricted to what was asked: asking for every anchor and every
+founder gives the whole table back, asking for half of them gives exactly that half. On every conformance model (each graph as mapped graph) and on random
 builder graphs. layout.dl reads these relations."""
 
 from __future__ import annotations
@@ -26,21 +26,18 @@ except ImportError:  # pragma: no cover - another import mode, run from the proj
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = sorted((SHARED / "conformance" / "cases").glob("*/model.pbtxt")) if SHARED.is_dir() else []
 
-# ask_every(k): ask for the anchors of every k-th node of GE's order (k = 1: all) and for those founders
+# what is asked: rows computed from a run of the whole table (sym_all), every k-th node's anchors and founders
 ASKING = """
 .include "symbols.dl"
-.decl ask_every(k: number)
-.input ask_every
-sym_ask_in(G, N, I) :- ask_every(K), in_aid(G, N, I, A), (A / 1048576) % K = 0.
-sym_ask_out(G, N, I) :- ask_every(K), out_aid(G, N, I, A), (A / 1048576) % K = 0.
-sym_ask_members(R) :- ask_every(K), sym_root(R), (R / 1048576) % K = 0.
-.decl asked(a: number)
-asked(A) :- ask_every(K), in_aid(_, _, _, A), (A / 1048576) % K = 0.
-asked(A) :- ask_every(K), out_aid(_, _, _, A), (A / 1048576) % K = 0.
-.output asked
-.decl asked_root_count(n: number)
-asked_root_count(N) :- N = count : { sym_root(_) }.
-.output asked_root_count
+.decl ask_in(g: symbol, n: symbol, i: number)
+.input ask_in
+.decl ask_out(g: symbol, n: symbol, i: number)
+.input ask_out
+.decl ask_root(r: number)
+.input ask_root
+sym_ask_in(G, N, I) :- ask_in(G, N, I).
+sym_ask_out(G, N, I) :- ask_out(G, N, I).
+sym_ask_members(R) :- ask_root(R).
 """
 WHOLE = [
     "tree_root",
@@ -78,25 +75,32 @@ def assert_demand_equal(m: Model, prog: Program) -> None:
     db = FactDB.from_model(m)
     for g in m.graphs:
         top = None if g is m.root else g.name
+        base = {"node_order": node_order_rows(m, g), "sym_top": [(top,)] if top else []}
+        whole = prog.run(db, extra={**base, "sym_all": [(1,)]}, outputs=WHOLE)
+        name_in = {a: (gn, n, i) for gn, n, i, a in whole.set("in_aid")}
+        name_out = {a: (gn, n, i) for gn, n, i, a in whole.set("out_aid")}
+        tree = whole.set("tree_root")
         for k in (1, 2):
-            extra = {"node_order": node_order_rows(m, g), "sym_top": [(top,)] if top else [], "ask_every": [(k,)]}
-            res = prog.run(db, extra=extra, outputs=WHOLE + DEMAND + ["asked", "asked_root_count"])
             where = (m.name, g.name, k)
-            asked = {a for (a,) in res.set("asked")}
-            tree = res.set("tree_root")
+            asked = {a for a in (*name_in, *name_out) if (a >> 20) % k == 0}
+            roots = {r for (r,) in whole.set("sym_root") if (r >> 20) % k == 0}
+            extra = {
+                **base,
+                "ask_in": [name_in[a] for a in asked if a in name_in],
+                "ask_out": [name_out[a] for a in asked if a in name_out],
+                "ask_root": [(r,) for r in roots],
+            }
+            res = prog.run(db, extra=extra, outputs=DEMAND)
             ds_tree = res.set("ds_tree")
             # every asked anchor with a symbol has its founder(s), and every founder found is the whole table's
             assert {(a, r) for a, r in tree if a in asked} == {(a, r) for a, r in ds_tree if a in asked}, where
             assert ds_tree <= tree, where
             # the anchors of the asked founders, by name
-            roots = {r for (r,) in res.set("sym_root") if (r >> 20) % k == 0}
-            name_in = {a: (gn, n, i) for gn, n, i, a in res.set("in_aid")}
-            name_out = {a: (gn, n, i) for gn, n, i, a in res.set("out_aid")}
             assert res.set("ds_member_in") == {(r, *name_in[a], a) for a, r in tree if r in roots and a in name_in}
             assert res.set("ds_member_out") == {(r, *name_out[a], a) for a, r in tree if r in roots and a in name_out}
-            assert res.set("ds_in_aid") <= res.set("in_aid") and res.set("ds_out_aid") <= res.set("out_aid"), where
+            assert res.set("ds_in_aid") <= whole.set("in_aid") and res.set("ds_out_aid") <= whole.set("out_aid"), where
             # unions, classes and GE's events: exactly the whole table's
-            for whole, part in (
+            for whole_rel, part in (
                 ("root_reach", "ds_root_reach"),
                 ("sg_out_union", "ds_sg_out_union"),
                 ("merge_peer", "ds_merge_peer"),
@@ -104,8 +108,8 @@ def assert_demand_equal(m: Model, prog: Program) -> None:
                 ("phantom_out", "ds_phantom_out"),
                 ("late_link", "ds_late_link"),
             ):
-                assert res.set(whole) == res.set(part), (*where, whole)
-            assert res.set("ds_root_count") == res.set("asked_root_count"), where
+                assert whole.set(whole_rel) == res.set(part), (*where, whole_rel)
+            assert res.set("ds_root_count") == {(len(whole.set("sym_root")),)}, where
 
 
 @pytest.mark.skipif(not CASES, reason="../shared/conformance is not available")

@@ -2,7 +2,8 @@
 
 Anchors sharing a symbol share memory. ``anchorlog/queries/symbols.dl`` derives the classes as a recursive query
 over the fact database (founders ``tree_root`` / ``tree_link`` + ``sym_root``, GE's unions, classes
-``anchor_symbol`` / ``same_symbol``); this module lays the result out the way GE's procedure leaves it: symbol
+``sym_class`` / ``anchor_symbol``; the whole table is the demand-driven ``ds_*`` relations with every anchor asked,
+``sym_all``); this module lays the result out the way GE's procedure leaves it: symbol
 *names* (the founding anchor, e.g. ``conv1_out_0``) and the *order* of anchors inside a symbol (nodes in
 ``GetAllNodes`` order after a topological sort, in-anchors before out-anchors, unions keep the longer list),
 both of which GE's layout checkers depend on (reference §10). A step-by-step replay of GE's procedure is kept as
@@ -299,7 +300,11 @@ def symbol_table_rules(
 
 def _rules_table(db: Any, order: list[tuple[str, str, int]], gname: str | None, engine: str) -> SymbolTable:
     """symbols.dl on ``db`` with GE's ``order`` (mapped graph ``gname``; None: each root graph), laid out."""
-    extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": [(gname,)] if gname is not None else []}
+    extra: dict[str, list[tuple]] = {
+        "node_order": order,
+        "sym_top": [(gname,)] if gname is not None else [],
+        "sym_all": [(1,)],  # every anchor asked: the whole table
+    }
     res = _program().run(db, engine=_pick_engine(engine, len(order)), extra=extra, outputs=_RULE_OUTPUTS)
     return assemble_symbol_table(
         res,

@@ -1333,6 +1333,7 @@ def derive_facts(
             "rw_unprimed": [],
             "node_order": node_order(model),
             "sym_top": [],
+            "sym_all": [(1,)],  # the whole table (tm_symbol / tm_merged read anchor_symbol)
             "reach_pos": topo_positions(model),
             **reuse.rows(),
         }
