@@ -6,7 +6,7 @@ from __future__ import annotations
 from anchorlog.analysis import engine_partition, pipelines
 from anchorlog.analysis.fact_cache import shared_facts
 from anchorlog.analysis.layout_conflict import run as run_layout
-from anchorlog.analysis.order import dfs_topo_order
+from anchorlog.analysis.order import dfs_topo_order, ge_graph_nodes, topological_sorting
 from anchorlog.analysis.registry import PassContext, run_passes
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model
@@ -64,6 +64,15 @@ def test_consumers_follow_the_topological_order_after_the_merge() -> None:
     assert [d for d, _ in g.consumers("op1", 0)] == ["rtMemCpyAsync", "hcom"]
     # so the next sort (the one the layout pass makes) swaps the siblings back
     assert [n.name for n in dfs_topo_order(g)] == ["op1", "hcom", "rtMemCpyAsync"]
+
+
+def test_a_sort_remembered_before_the_cut_is_forgotten() -> None:
+    m = rts_in_pair()
+    topological_sorting(m)  # remembered, as a pass before the cut leaves it
+    assert [n.name for n in ge_graph_nodes(m, m.root)] == ["op1", "rtMemCpyAsync", "hcom"]
+    engine_partition.run(m, PassContext())
+    # the order GE walks next is the sort of the new links, not the one remembered from the old links
+    assert [n.name for n in ge_graph_nodes(m, m.root)] == ["op1", "hcom", "rtMemCpyAsync"]
 
 
 def test_a_graph_already_in_topological_order_is_left_alone() -> None:

@@ -69,6 +69,6 @@ def run(model: Model, ctx: PassContext) -> dict:
         # A remembered sort of the old link order no longer describes the graph, and every node moved: the
         # fact database is re-derived as a whole (as after a change of subgraphs) instead of being refreshed
         # node by node, which is meant for small edits.
-        order_mod._TOPO.pop(model, None)
+        order_mod.forget_topological_order(model)
         model.structure_version += 1
     return {"relinked": relinked}

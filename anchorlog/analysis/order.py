@@ -147,6 +147,13 @@ def topological_sorting(model: Model) -> None:
     _renumber(model, order, set(order))
 
 
+def forget_topological_order(model: Model) -> None:
+    """Drop the order remembered by the last :func:`topological_sorting` of ``model`` (if any): after an edit
+    that re-links a graph's consumers without a sort, the remembered order describes the old links, so
+    :func:`ge_graph_nodes` sorts afresh and :func:`topological_resort` makes a full sort."""
+    _TOPO.pop(model, None)
+
+
 def topological_resort(model: Model, edited: Iterable[str]) -> None:
     """:func:`topological_sorting` after edits confined to the graphs named ``edited`` since the last sort of
     ``model``: a graph's DFS order depends on its own nodes and edges only, so only those graphs are sorted
