@@ -33,7 +33,7 @@ from ._ge import (
     is_static_graph,
 )
 from .api import forget_layout_attributes, graph_has_mem_conflict_symbol
-from .attributes import AnchorAttribute, LayoutOptions, Marks, graph_info
+from .attributes import AnchorAttribute, GraphInfo, LayoutOptions, Marks, graph_info
 from .checkers import dead_checkers, find_conflict_nodes, producer
 from .ctrl_node import ctrl_node_conflicts, ctrl_node_subgraph_has_conflict, solve_ctrl_node_subgraph_conflict
 from .order import all_nodes, topological_resort, topological_sorting
@@ -171,17 +171,16 @@ def _walk(
     facts: LayoutFacts,
     table: SymbolTable,
     marks: Marks,
-    info: Any,
+    info: GraphInfo,
     index: _ModelIndex,
     namer: IdentityNamer,
     records: list[dict[str, Any]],
-) -> int:
-    """GE's ordered walk over the symbols with a candidate pair, and the solving; returns the symbols walked."""
-    checked = 0
+) -> None:
+    """GE's ordered walk over the symbols with a candidate pair, and the solving (``records`` gets a row per
+    Identity inserted or insertion skipped)."""
     for symbol in sorted(facts.conflict_symbols):
         anchors = table.s2a[symbol]
         found = find_conflict_nodes(anchors, marks, info, index, facts.pairs[symbol])
-        checked += 1
         for anchor in sorted(found, key=lambda a: a.name):
             why = found[anchor]
             rec: dict[str, Any] = {
@@ -209,7 +208,6 @@ def _walk(
                     {"identity": ident.name, "graph": ident.graph.name if ident.graph else "", "after": anchor.name}
                 )
             records.append(rec)
-    return checked
 
 
 @register("layout-conflict", options=OPTION_VALIDATORS)

@@ -107,11 +107,6 @@ class Checker:
     can_mark: Callable[[GraphInfo], bool] | None = None
 
 
-def dead_checkers(info: GraphInfo) -> set[str]:
-    """The registered checkers that cannot mark anything on a graph with ``info`` (their ``can_mark`` fails)."""
-    return {c.name for chks in CHECKERS.values() for c in chks if c.can_mark is not None and not c.can_mark(info)}
-
-
 REGISTRY: dict[tuple[int, int], Checker] = {}
 CHECKERS: dict[str, list[Checker]] = {}  # GE source file -> its registrations
 
@@ -131,6 +126,12 @@ def register(
     chk = Checker(name, fn, as_symbol, [(x, y)], can_mark)
     CHECKERS.setdefault(name, []).append(chk)
     REGISTRY[(x, y)] = REGISTRY[(y, x)] = chk
+
+
+def dead_checkers(info: GraphInfo) -> set[str]:
+    """The names of the registered checkers that cannot mark anything on a graph with ``info`` (their
+    ``can_mark`` fails)."""
+    return {c.name for chks in CHECKERS.values() for c in chks if c.can_mark is not None and not c.can_mark(info)}
 
 
 # ---------------------------------------------------------------------------------------------------------
