@@ -23,9 +23,9 @@ from anchorlog.facts.relations import _ModelIndex
 from anchorlog.runtime.rewrite import insert_node_before_anchors
 
 try:  # the conflict-heavy builder of the rule tests (HCCL ops, Consts, continuous inputs, special memory types)
-    from test_layout_rules import _conflict_heavy
+    from test_layout_rules import conflict_heavy_model
 except ImportError:  # pragma: no cover
-    from tests.test_layout_rules import _conflict_heavy
+    from tests.test_layout_rules import conflict_heavy_model
 
 
 def _const_to_netoutput():
@@ -135,7 +135,8 @@ def test_walked_symbols_get_ge_names_and_order_across_a_subgraph_union():
 
 
 # ---- checkers that cannot mark on a graph: their pairs are not walked (rules.run_layout_rules, dead_checkers)
-def _summary(model) -> list:
+def _graph_structure(model) -> list:
+    """Every graph's nodes in stored order with their type, inputs, control inputs and id."""
     return [
         (g.name, [(n.name, n.type, list(n.inputs), list(n.ctrl_inputs), n.id) for n in g.nodes.values()])
         for g in model.graphs
@@ -162,10 +163,10 @@ def test_pass_without_dead_checker_pairs_equals_full_walk(seed, options, monkeyp
     candidate pair: same report (symbols_walked included) and same graph."""
     import anchorlog.analysis.layout_conflict as lc
 
-    fast = _conflict_heavy(30, seed)
+    fast = conflict_heavy_model(30, seed)
     rep_fast = run(fast, PassContext(options=dict(options)))
-    full = _conflict_heavy(30, seed)
+    full = conflict_heavy_model(30, seed)
     monkeypatch.setattr(lc, "dead_checkers", lambda info: set())
     rep_full = run(full, PassContext(options=dict(options)))
     assert rep_fast == rep_full
-    assert _summary(fast) == _summary(full)
+    assert _graph_structure(fast) == _graph_structure(full)

@@ -71,7 +71,7 @@ def _brute_force_pairs(table, marks) -> dict:
     return out
 
 
-def _conflict_heavy(blocks: int, seed: int):
+def conflict_heavy_model(blocks: int, seed: int):
     """Many Const / Variable outputs (IMMUTABLE_ADDRESS_OUTPUT, which the rules reach only through the anchors of
     the other marked anchors' symbols) next to continuous inputs, user outputs, HCCL and special memory types."""
     import random
@@ -112,7 +112,7 @@ def _conflict_heavy(blocks: int, seed: int):
 @pytest.mark.parametrize("seed", range(4))
 def test_candidate_pairs_equal_brute_force_on_conflict_heavy_graphs(seed):
     for options in ({}, {"ge.featureBaseRefreshable": "1"}):
-        _compare(_conflict_heavy(30, seed), options)
+        _compare(conflict_heavy_model(30, seed), options)
 
 
 def test_rules_tables_match_python_registry():
