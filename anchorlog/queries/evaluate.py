@@ -4,7 +4,8 @@ in a private in-memory database fed with copies of the input tables).
 Per stratum (dependencies first):
 - non-recursive: one INSERT ... SELECT (UNION of the rules) into the relation's table;
 - recursive and linear (one relation, each rule reading it at most once), SQLite: one WITH RECURSIVE statement
-  whose UNION de-duplicates and which walks each new tuple once with index lookups;
+  whose UNION de-duplicates and which walks each new tuple once with index lookups; when the rules join large
+  relations, rounds over the relation's own unique-indexed table instead (see `_linear_rounds`);
 - otherwise semi-naive: every rule is run once per recursive atom with that atom reading the delta (the
   tuples new in the last round) and the rest the full tables, delta first in a forced join order so that every
   other table is an index lookup; new tuples not yet known become the next delta, until none appear.
@@ -281,9 +282,9 @@ class SQLEvaluation:
             db = self.duck if self.duck is not None else self.conn
             cur = db.execute(sql, params) if params is not None else db.execute(sql)
             return fetch_all(cur) if fetch else cur
-        except (sqlite3.Error, Exception) as e:  # noqa: BLE001 - a backend error is reported with the SQL
-            if isinstance(e, (AnchorlogError, KeyboardInterrupt)):
-                raise
+        except AnchorlogError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a backend error (SQLite, DuckDB) is reported with the SQL
             raise self._sql_failure(e, sql) from None
         finally:
             if self.profile is not None:
