@@ -526,14 +526,13 @@ def test_result_membership_test_builds_no_dataframe(monkeypatch):
 
 
 @pytest.fixture
-def forced_rounds():
+def forced_rounds(monkeypatch):
     """Linear strata in rounds on any input (the size threshold off), no hand-over to WITH RECURSIVE."""
-    from anchorlog.queries.evaluate import SQLEvaluation as cls
+    from anchorlog.queries.evaluate import SQLEvaluation
 
-    old = (cls.linear_rounds_min_rows, cls.linear_thin_rounds)
-    cls.linear_rounds_min_rows, cls.linear_thin_rounds = 0, 1000
-    yield cls
-    cls.linear_rounds_min_rows, cls.linear_thin_rounds = old
+    monkeypatch.setattr(SQLEvaluation, "linear_rounds_min_rows", 0)
+    monkeypatch.setattr(SQLEvaluation, "linear_thin_rounds", 1000)
+    return SQLEvaluation
 
 
 def test_result_read_from_a_rounds_table_is_a_set_with_nulls(forced_rounds):
@@ -553,7 +552,7 @@ def test_result_read_from_a_rounds_table_is_a_set_with_nulls(forced_rounds):
     assert sorted(rows, key=repr) == [(2, None), (3, None), (4, None)]
 
 
-def test_every_statement_is_profiled_once_and_failures_name_the_sql(forced_rounds):
+def test_every_statement_is_profiled_once_and_failures_name_the_sql(forced_rounds, monkeypatch):
     """One runner for every generated statement: with `profile` set, the profile lists exactly the statements
     run (rounds, direct result SELECTs and work-table DDL alike), and a backend error raised inside a round is
     reported with its SQL."""
@@ -572,35 +571,32 @@ def test_every_statement_is_profiled_once_and_failures_name_the_sql(forced_round
     """
     )
     prog = Program.from_text(text)
-    seen = []
+    evaluations = []
     init = evaluate.SQLEvaluation.__init__
 
     def profiled(self, *a, **kw):
         init(self, *a, **kw)
         self.profile = []
-        seen.append(self)
+        evaluations.append(self)
 
-    evaluate.SQLEvaluation.__init__ = profiled
-    try:
-        res = prog.run(c)
-        assert res.rows("far") == [(1, 3), (1, 4), (1, 5), (2, 4), (2, 5)]
-        ev = seen[-1]
-        assert [sql for _, sql in ev.profile] == ev.statements
-        assert sum("INSERT OR IGNORE" in sql for sql in ev.statements) >= 3  # base + rounds
-        assert all(seconds >= 0 for seconds, _ in ev.profile)
-        c.execute("INSERT INTO edge VALUES (5, -9223372036854775808)")
-        bad = Program.from_text(
-            """
-            .decl p(x: number, a: number)
-            .output p
-            p(Y, 0) :- edge(1, Y).
-            p(Z, A) :- p(Y, _), edge(Y, Z), A = abs(Z).
-            """
-        )
-        with pytest.raises(AnchorlogError, match="failed on generated SQL: integer overflow; SQL: INSERT OR IGNORE"):
-            bad.run(c)
-    finally:
-        evaluate.SQLEvaluation.__init__ = init
+    monkeypatch.setattr(evaluate.SQLEvaluation, "__init__", profiled)
+    res = prog.run(c)
+    assert res.rows("far") == [(1, 3), (1, 4), (1, 5), (2, 4), (2, 5)]
+    ev = evaluations[-1]
+    assert [sql for _, sql in ev.profile] == ev.statements
+    assert sum("INSERT OR IGNORE" in sql for sql in ev.statements) >= 3  # base + rounds
+    assert all(seconds >= 0 for seconds, _ in ev.profile)
+    c.execute("INSERT INTO edge VALUES (5, -9223372036854775808)")
+    overflowing = Program.from_text(  # abs() of the smallest integer overflows inside a round
+        """
+        .decl p(x: number, a: number)
+        .output p
+        p(Y, 0) :- edge(1, Y).
+        p(Z, A) :- p(Y, _), edge(Y, Z), A = abs(Z).
+        """
+    )
+    with pytest.raises(AnchorlogError, match="failed on generated SQL: integer overflow; SQL: INSERT OR IGNORE"):
+        overflowing.run(c)
 
 
 def test_fetch_all_pauses_the_collector_and_restores_it():
