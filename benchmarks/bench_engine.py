@@ -158,7 +158,7 @@ def baseline(work: str, edges, kinds=None) -> int:
     raise ValueError(work)
 
 
-def allpairs_floor(edges, repeat: int = 5) -> dict[str, float]:
+def allpairs_floor(edges: list[tuple[int, int]], repeat: int = 5) -> dict[str, float]:
     """CPU seconds (best of `repeat`) of the three things any SQLite evaluation of `allpairs` has to do, each on
     its own over precomputed tables: probe the edge index once per derivation (the join alone, into a plain
     table), insert every derivation into a unique index (de-duplication; rows in the order the closure found
@@ -182,7 +182,7 @@ def allpairs_floor(edges, repeat: int = 5) -> dict[str, float]:
             "CREATE TEMP TABLE out (a INTEGER, b INTEGER, UNIQUE (a, b))",
             "INSERT OR IGNORE INTO out SELECT a, b FROM derived",
         ),
-        "fetch": ("CREATE TEMP TABLE out (a)", "SELECT a, b FROM tc"),
+        "fetch": ("CREATE TEMP TABLE out (a)", "SELECT a, b FROM tc"),  # (out unused: one loop for all three)
     }
     best: dict[str, float] = {}
     for name, (create, sql) in steps.items():
