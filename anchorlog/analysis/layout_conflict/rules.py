@@ -152,6 +152,13 @@ def _run(
     return res, st, ge_name
 
 
+def _symbol_counts(res: Any) -> tuple[int, int, int, int, int]:
+    """``layout_symbol_count``'s row: founders, founders joined by unions, union classes, phantom outputs, and
+    symbols holding a candidate pair (zeros when the rules derived no row)."""
+    roots, involved, joined, phantoms, pair_symbols = next(iter(res.rows("layout_symbol_count", sort=False)), (0,) * 5)
+    return int(roots), int(involved), int(joined), int(phantoms), int(pair_symbols)
+
+
 def _facts(res: Any, ge_name: dict[int, str], attrs_rel: str) -> LayoutFacts:
     out = LayoutFacts()
     for gname, node, io, idx, attr, _rank in sorted(
@@ -163,8 +170,7 @@ def _facts(res: Any, ge_name: dict[int, str], attrs_rel: str) -> LayoutFacts:
     out.conflict_symbols = set(out.pairs)
     out.ref_var = {(gn, n, "out", int(i)): v for gn, n, i, v in res.rows("layout_ref_var", sort=False)}
     out.checkers = {(a, b): c for a, b, c in res.rows("layout_checker", sort=False)}
-    counts = next(iter(res.rows("layout_symbol_count", sort=False)), None)
-    out.pair_symbols = int(counts[4]) if counts else 0
+    out.pair_symbols = _symbol_counts(res)[4]
     return out
 
 
@@ -186,8 +192,8 @@ def run_layout_rules(
     from .refmap import from_rule_table
 
     res, st, ge_name = _run(db, model, g, opts, engine, PASS_OUTPUTS, dead_checkers)
-    roots, involved, joined, phantoms, _pairs = next(iter(res.rows("layout_symbol_count", sort=False)), (0,) * 5)
-    count = int(roots) - int(involved) + int(joined) + int(phantoms)
+    roots, involved, joined, phantoms, _pair_symbols = _symbol_counts(res)
+    count = roots - involved + joined + phantoms
     return _facts(res, ge_name, "layout_candidate_attr"), from_rule_table(model, st), count
 
 
