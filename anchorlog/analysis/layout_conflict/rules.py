@@ -2,8 +2,10 @@
 
 The pass takes every fact its decisions rest on from here: the 14 attributes of the anchors that matter (in
 GE's append order), the candidate conflicting anchor pairs per symbol, and GE's ref map (REFERENCE_OUTPUT
-through ``ref_var_src_var_name``). The absolutely-(no-)conflict tables and the checker registrations are
-supplied to the rules from :mod:`.tables` / :mod:`.checkers` (one table, no copy in the rule file).
+through ``ref_var_src_var_name``). The absolutely-conflict table and the checker registrations are supplied to
+the rules from :mod:`.tables` / :mod:`.checkers` (one table, no copy in the rule file; the absolutely-no-conflict
+table names no pair the rules look for, see :func:`table_rows`), with the checkers that cannot mark on the
+processed graph (:func:`.checkers.dead_checkers`).
 
 :func:`run_layout_rules` is the pipeline entry (shared fact database, the pass's symbol table);
 :func:`layout_facts` is the stand-alone form (own database, all attributes) used by tests and notebooks.
