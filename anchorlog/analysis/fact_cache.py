@@ -3,7 +3,8 @@
 Deriving the facts of a 100k-node model costs seconds; a pipeline of seven passes should pay it once. The
 IR records which nodes each edit touched (``Graph.touched``, ``Model.structure_version``); before handing
 the database to the next pass, :func:`shared_facts` re-derives exactly those rows (``FactDB.refresh_nodes``),
-or everything when subgraphs were added or removed.
+or everything when subgraphs were added or removed (a new database) or when more than :data:`REBUILD_SHARE` of
+the nodes were touched (``FactDB.rebuild_model``: the same database, laid out as a fresh build).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ _KEY = "fact_cache"
 # Stamps of the fact states handed out (a rebuild or a refresh takes the next one): caches of what is derived
 # from the facts (e.g. the symbol table, anchorlog.analysis.symbols.cached_symbol_table) key on it.
 _STAMPS = itertools.count(1)
+# Share of the model's nodes touched above which a sync re-derives the whole database (FactDB.rebuild_model,
+# the cost of a fresh build) instead of refreshing the touched nodes (FactDB.refresh_nodes, linear in them).
+# Measured on 10 k / 30 k transformers (docs/benchmarks.md, Fact extraction, Session 4b): a refresh of half the
+# nodes costs about one rebuild (0.21 vs 0.20 s at 10 k, 0.67 vs 0.64 s at 30 k), of a quarter about 0.6 of one.
+REBUILD_SHARE = 0.4
 
 
 def shared_facts(model: Model, ctx: PassContext) -> FactDB:
@@ -35,6 +41,15 @@ def shared_facts(model: Model, ctx: PassContext) -> FactDB:
         ctx.state[_KEY] = {"model": model, "db": db, "structure": model.structure_version, "stamp": next(_STAMPS)}
         return db
     db: FactDB = entry["db"]
+    touched = sum(len(g.touched) for g in model.graphs)
+    if touched and touched > REBUILD_SHARE * model.num_nodes():
+        # most rows would be deleted and re-inserted one by one through the indexes: derive them all afresh, in
+        # place (the same database object: passes may hold it), exactly as a fresh build lays them out
+        for g in model.graphs:
+            g.touched.clear()
+        db.rebuild_model(model)
+        entry["stamp"] = next(_STAMPS)
+        return db
     for g in model.graphs:
         if g.touched:
             db.refresh_nodes(g, sorted(g.touched), model)

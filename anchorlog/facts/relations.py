@@ -882,6 +882,10 @@ def _quote(ident: str) -> str:
 # 3.32); more rows per statement gained nothing measurable.
 _ROWS_PER_INSERT = 50
 
+# Position steps up to which _shift_positions renumbers with one CASE expression (each row tests the branches in
+# turn); more go through a keyed step table.
+_CASE_STEPS = 16
+
 
 @functools.cache
 def _insert_sql(rel: str) -> tuple[str, str]:
@@ -979,6 +983,9 @@ class FactDB:
 
     def create_indexes(self) -> None:
         """Index the join columns (idempotent) and refresh the planner statistics."""
+        self._create_indexes("ANALYZE")
+
+    def _create_indexes(self, analyze: str) -> None:
         c = self.conn
         for rel, idxs in INDEXES.items():
             for cols in idxs:
@@ -987,7 +994,7 @@ class FactDB:
                     f"CREATE INDEX IF NOT EXISTS {_quote(iname)} ON {_quote(rel)} ({', '.join(map(_quote, cols))})"
                 )
         c.execute("PRAGMA analysis_limit=1000")
-        c.execute("ANALYZE")
+        c.execute(analyze)
         c.commit()
         self._indexed = True
 
@@ -1046,6 +1053,42 @@ class FactDB:
         self.conn.commit()
         return mname
 
+    def rebuild_model(self, model: Model, name: str | None = None) -> str:
+        """Re-derive every fact of a model already in the database, leaving the database as
+        :meth:`from_model` would make it: the same rows in the same rowid order, the same indexes and planner
+        statistics. For a large edit (most nodes touched), where :meth:`refresh_nodes` would delete and re-insert
+        nearly every row through the indexes: here the tables are emptied whole, the rows bulk loaded without
+        indexes and the indexes built afterwards, as a fresh build does (10 k nodes: 0.2 s CPU against 0.43 s for
+        a refresh of every node). A database holding other models too gets :meth:`replace_model`."""
+        mname = self._model_name_for(model, name)
+        if len(self.models) > 1:
+            return self.replace_model(model, mname)
+        c = self.conn
+        for rel, idxs in INDEXES.items():
+            if rel == "op_class":  # not per model: kept, like its rows
+                continue
+            for cols in idxs:
+                iname = f"idx_{rel}_{'_'.join(cols)}"
+                c.execute(f"DROP INDEX IF EXISTS {_quote(iname)}")
+        for rel in SCHEMA:
+            if rel != "op_class":
+                c.execute(f"DELETE FROM {_quote(rel)}")  # no WHERE: SQLite empties the table whole
+        qual = dict(self.models[mname])
+        for g in model.graphs:  # graphs added by the edit get the same naming scheme
+            if g.name not in qual:
+                qual[g.name] = self._fact_name(mname, g.name)
+        self.models[mname] = {g.name: qual[g.name] for g in model.graphs}
+        index = _ModelIndex(model)
+        self._refresh_index = (model, model.structure_version, index)
+        self._derive_and_insert(
+            model, mname, graph_names=self.models[mname], relations=self._model_relations.get(mname), index=index
+        )
+        self._dense_positions = set(self.models[mname].values())
+        # statistics of the fact tables only, as in a fresh database: temporary tables a rule program left on
+        # the connection get none
+        self._create_indexes("ANALYZE main")
+        return mname
+
     def refresh_graph(self, graph: Graph | str, model: Model | None = None, name: str | None = None) -> None:
         """Re-derive the rows owned by one graph (see :data:`GRAPH_COLUMN`) after it was edited.
 
@@ -1091,7 +1134,12 @@ class FactDB:
         to ``nodes`` -- ``node_prop`` rows of removed nodes are dropped, those of the others are left as they
         were (positions and anchor counts are then stale until a refresh of the same nodes with
         ``positions=True``; the caller owes that refresh). Adding nodes still renumbers positions.
-        ``index``: a :class:`ModelIndex` of ``model`` to reuse (valid while no subgraph is added or removed)."""
+        ``index``: a :class:`ModelIndex` of ``model`` to reuse (valid while no subgraph is added or removed).
+
+        The cost is linear in the listed nodes plus one pass over the graph's ``node_prop`` rows when positions
+        shift. The re-derived rows are appended: the tables then hold a fresh derivation's rows, but not in its
+        rowid order; :meth:`rebuild_model` re-derives everything in that order (and is cheaper once about half
+        of the nodes are listed)."""
         if isinstance(graph, Graph):
             model = model or graph.model
             gname = graph.name
@@ -1244,17 +1292,16 @@ class FactDB:
         # listed node m (in new order) has new[m] - m untouched nodes in front of it
         fronts = [p - m for m, p in enumerate(sorted(new.values()))]
         # steps of delta(old position p) = #fronts <= rank(p) - #old < p, rank(p) = p - #old < p
-        steps: set[int] = set()
-        for r in old:  # from r + 1 on, one removed position less in front
-            steps.add(r + 1)
-        for f in fronts:  # the smallest untouched old position whose rank is f
-            p = f
-            while True:
-                k = bisect.bisect_left(old, p)
-                if p - k >= f and (k == len(old) or old[k] != p):
-                    break
-                p += 1
-            steps.add(p)
+        steps: set[int] = {r + 1 for r in old}  # from r + 1 on, one removed position less in front
+        # the smallest untouched old position whose rank is f, i.e. the f-th position not in ``old``: f + k where
+        # k counts the listed positions below it. Fronts ascend, so k only grows: one merge-like sweep over
+        # ``old`` for all fronts (a search from f upwards per front was quadratic when most nodes are listed).
+        k = 0
+        n_old = len(old)
+        for f in fronts:
+            while k < n_old and old[k] <= f + k:
+                k += 1
+            steps.add(f + k)
         cases = []  # (first old position, delta) where delta changes; untouched rows in front keep theirs
         last = 0
         for p in sorted(steps):
@@ -1265,11 +1312,26 @@ class FactDB:
                 last = delta
         if not cases:
             return new
-        # rows below the first step keep their position; the CASE picks the last step at or below each row
-        when = " ".join(f"WHEN pos >= {p} THEN {d}" for p, d in reversed(cases))
-        c.execute(
-            f"UPDATE node_prop SET pos = pos + CASE {when} ELSE 0 END WHERE graph = ? AND pos >= ?", [gq, cases[0][0]]
-        )
+        # rows below the first step keep their position; each other row takes the delta of the last step at or
+        # below it. A few steps: one CASE; many (a large edit): a CASE tests its branches one by one for every
+        # row, so the steps go into a table keyed by position and each row looks its step up (log time).
+        if len(cases) <= _CASE_STEPS:
+            when = " ".join(f"WHEN pos >= {p} THEN {d}" for p, d in reversed(cases))
+            c.execute(
+                f"UPDATE node_prop SET pos = pos + CASE {when} ELSE 0 END WHERE graph = ? AND pos >= ?",
+                [gq, cases[0][0]],
+            )
+            return new
+        c.execute("CREATE TEMP TABLE _anchorlog_pos_step (first INTEGER PRIMARY KEY, delta INTEGER NOT NULL)")
+        try:
+            c.executemany("INSERT INTO temp._anchorlog_pos_step VALUES (?, ?)", cases)
+            c.execute(
+                "UPDATE node_prop SET pos = pos + (SELECT delta FROM temp._anchorlog_pos_step WHERE first <= node_prop.pos"
+                " ORDER BY first DESC LIMIT 1) WHERE graph = ? AND pos >= ?",
+                [gq, cases[0][0]],
+            )
+        finally:
+            c.execute("DROP TABLE temp._anchorlog_pos_step")
         return new
 
     def _fact_name(self, mname: str, gname: str) -> str:
