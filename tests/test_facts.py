@@ -636,3 +636,23 @@ def test_batched_insert_keeps_every_row_its_order_and_value_types(n_nodes):
     db.replace_model(m)
     for rel in RELATIONS:
         assert repr(db.rows(rel)) == repr(expected[rel]), rel
+
+
+@pytest.mark.parametrize(
+    ("value", "column"),
+    [(5, "5"), (["a", "b"], '["a","b"]'), ([1.5, 2.0], "[1.5,2.0]"), (True, "1")],
+    ids=["int", "strings", "floats", "bool"],
+)
+def test_origin_shape_attr_that_is_no_integer_list(value, column):
+    """An ``origin_shape`` attr that is not an integer list (a hand-edited or foreign dump) is kept as it is:
+    the anchor column holds its fact text and it keeps its ``tensor_attr`` row; deriving must not fail."""
+    b = GraphBuilder("g", shape=[4, 8])
+    b.chain("d:Data", "r:ReLU", "o:NetOutput")
+    m = b.build()
+    attr = Attr.of(value)
+    m.root.node("r").output_desc[0].attrs["origin_shape"] = attr
+    db = FactDB.from_model(m)
+    (out,) = rows(db, "out_anchor", node="r")
+    assert out[7] == column
+    (ta,) = rows(db, "tensor_attr", node="r", key="origin_shape")
+    assert ta[5:] == attr_fact_value(attr)

@@ -797,11 +797,12 @@ def _desc_facts(td: TensorDesc, oshape_memo: dict[int, tuple[Attr, str, bool]]) 
     else:
         known = oshape_memo.get(id(a))
         if known is None:
-            if a.kind == "list":
-                lst = a.value
-                known = (a, _shape_json(lst.items), lst.kind in _SHAPE_LIST_KINDS and not lst.other)
-            else:
-                known = (a, _shape_json(a.py()), False)
+            lst = a.value
+            if a.kind == "list" and lst.kind in _SHAPE_LIST_KINDS:
+                known = (a, _shape_json(lst.items), not lst.other)
+            else:  # no integer list (a foreign or hand-edited dump): its fact text, as tensor_attr holds it
+                text = attr_fact_value(a)[1]
+                known = (a, text if type(text) is str else _scalar_text(text), False)
             oshape_memo[id(a)] = known  # the tuple holds the Attr: its id stays unique meanwhile
         oshape = known[1]
         if known[2] and oshape == shape:
