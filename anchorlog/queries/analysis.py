@@ -290,6 +290,10 @@ def stratify(ast: ProgramAST) -> list[Stratum]:
         if r.head.rel not in seen:
             seen.add(r.head.rel)
             idb.append(r.head.rel)
+    idb_pos = {rel: k for k, rel in enumerate(idb)}
+    rule_ids_by_head: dict[str, list[int]] = {rel: [] for rel in idb}
+    for i, r in enumerate(ast.rules):
+        rule_ids_by_head[r.head.rel].append(i)
     edges: dict[str, list[tuple[str, bool, object]]] = {rel: [] for rel in idb}
     for r in ast.rules:
         for atom, neg in all_atoms(r):
@@ -336,12 +340,16 @@ def stratify(ast: ProgramAST) -> list[Stratum]:
                         comp.append(w)
                         if w == v:
                             break
-                    sccs.append(sorted(comp, key=idb.index))
+                    sccs.append(sorted(comp, key=idb_pos.__getitem__))
 
     strata: list[Stratum] = []
     for comp in sccs:
         members = set(comp)
-        rules = [r for r in ast.rules if r.head.rel in members]
+        # the component's rules in program order, from the per-head lists (not a scan of every rule per component)
+        rule_ids = (
+            rule_ids_by_head[comp[0]] if len(comp) == 1 else sorted(i for rel in comp for i in rule_ids_by_head[rel])
+        )
+        rules = [ast.rules[i] for i in rule_ids]
         for rel in comp:
             for dep, neg, place in edges[rel]:
                 if neg and dep in members:

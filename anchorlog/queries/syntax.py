@@ -148,7 +148,7 @@ class ProgramAST:
 
 _TOKEN_RE = re.compile(
     r"""
-    (?P<ws>[ \t\r\f\v]+|\n)
+    (?P<ws>[ \t\r\n\f\v]+)
   | (?P<lcomment>//[^\n]*)
   | (?P<bcomment>/\*.*?\*/)
   | (?P<directive>\.(?:decl|input|output|printsize|include|type|functor|pragma|comp|init|plan|limitsize|override)\b)
@@ -169,28 +169,37 @@ class Token:
 
 
 def tokenize(text: str, file: str) -> list[Token]:
+    """The tokens of `text`, then an ``eof`` token. One pass of the master pattern over the whole text
+    (``finditer``): a match that does not start where the previous one ended means no token fits there.
+    Whitespace and comments only move the line count; a :class:`Place` is built for real tokens only (most
+    matches are whitespace, and building places was most of the lexer's time)."""
     tokens: list[Token] = []
+    append = tokens.append
+    new_place = object.__new__
     pos, line, line_start = 0, 1, 0
-    while pos < len(text):
-        m = _TOKEN_RE.match(text, pos)
-        if not m:
-            raise RuleError(
-                f"syntax error: unexpected character {text[pos]!r}", str(Place(file, line, pos - line_start + 1))
-            )
+    for m in _TOKEN_RE.finditer(text):
+        start = m.start()
+        if start != pos:
+            break
         kind = m.lastgroup
-        chunk = m.group()
-        place = Place(file, line, pos - line_start + 1)
-        if kind not in ("ws", "lcomment", "bcomment"):
-            tokens.append(Token(kind, chunk, place))
-        elif chunk.startswith("/*") and "*/" not in chunk:
-            raise RuleError("syntax error: unterminated comment", str(place))
-        newlines = chunk.count("\n")
-        if newlines:
-            line += newlines
-            line_start = pos + chunk.rfind("\n") + 1
         pos = m.end()
-    if "/*" in text[pos:]:
-        raise RuleError("syntax error: unterminated comment", str(Place(file, line, pos - line_start + 1)))
+        if kind == "ws" or kind == "bcomment":
+            chunk = m.group()
+            newlines = chunk.count("\n")
+            if newlines:
+                line += newlines
+                line_start = start + chunk.rfind("\n") + 1
+        elif kind != "lcomment":
+            # Place(file, line, col) without the frozen dataclass's __init__ (one object.__setattr__ per field
+            # costs more than the rest of the token): the same fields, equality, hash and repr
+            place = new_place(Place)
+            fields = place.__dict__
+            fields["file"], fields["line"], fields["col"] = file, line, start - line_start + 1
+            append(Token(kind, m.group(), place))  # type: ignore[arg-type]
+    if pos < len(text):
+        raise RuleError(
+            f"syntax error: unexpected character {text[pos]!r}", str(Place(file, line, pos - line_start + 1))
+        )
     tokens.append(Token("eof", "", Place(file, line, pos - line_start + 1)))
     return tokens
 
@@ -211,10 +220,30 @@ def _unescape(lit: str) -> str:
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)
 
 
+# (file name, text) -> its tokens, for the rule files a process parses more than once: passes load programs
+# that include the same files (rw_types.dl, symbols.dl, reach.dl, tm_trace.dl ...). Keyed by the whole text,
+# so an edited file is tokenized afresh; tokens are never modified by the parser, so sharing them is safe.
+_TOKENS_SEEN: dict[tuple[str, str], list[Token]] = {}
+_TOKENS_SEEN_MAX = 64
+
+
+def tokens_of(text: str, file: str) -> list[Token]:
+    """:func:`tokenize`, remembered for the last few distinct (file, text) pairs."""
+    key = (file, text)
+    tokens = _TOKENS_SEEN.get(key)
+    if tokens is None:
+        tokens = tokenize(text, file)
+        if len(_TOKENS_SEEN) >= _TOKENS_SEEN_MAX:
+            del _TOKENS_SEEN[next(iter(_TOKENS_SEEN))]  # the oldest
+        _TOKENS_SEEN[key] = tokens
+    return tokens
+
+
 class Parser:
     def __init__(self, text: str, file: str, base_dir: Path | None, ast: ProgramAST, included: set[str]) -> None:
-        self.tokens = tokenize(text, file)
+        self.tokens = tokens_of(text, file)
         self.i = 0
+        self.tok = self.tokens[0]  # the current token, tokens[i] (read hundreds of thousands of times per file)
         self.file = file
         self.base_dir = base_dir
         self.ast = ast
@@ -222,19 +251,23 @@ class Parser:
         self._anon = 0
 
     # token helpers
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.i]
+    def seek(self, i: int) -> None:
+        self.i = i
+        self.tok = self.tokens[i]
 
     def peek(self, k: int = 1) -> Token:
-        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+        i = self.i + k
+        return self.tokens[i] if i < len(self.tokens) else self.tokens[-1]
 
     def at(self, text: str) -> bool:
-        return self.tok.kind in ("op", "ident") and self.tok.text == text
+        t = self.tok
+        return t.text == text and (t.kind == "op" or t.kind == "ident")
 
     def advance(self) -> Token:
         t = self.tok
         self.i += 1
+        if t.kind != "eof":  # only skip_parens steps past the end, and it reports the eof token it got
+            self.tok = self.tokens[self.i]
         return t
 
     def expect(self, text: str) -> Token:
@@ -360,7 +393,7 @@ class Parser:
         if key in self.included:  # include each file once (guards against include cycles)
             return
         self.included.add(key)
-        Parser(path.read_text(encoding="utf-8"), str(path), path.parent, self.ast, self.included).parse()
+        type(self)(path.read_text(encoding="utf-8"), str(path), path.parent, self.ast, self.included).parse()
 
     def clause(self) -> None:
         start = self.tok
@@ -415,7 +448,7 @@ class Parser:
                     return inner
             except RuleError:
                 pass
-            self.i = save
+            self.seek(save)
             return [[self.constraint()]]
         if t.kind == "ident" and t.text in ("true", "false") and not self.peek().text == "(":
             self.advance()
@@ -477,15 +510,21 @@ class Parser:
         ("*", "/", "%"),
     ]
 
+    _LEVEL_OF: dict[str, int] = {op: level for level, ops in enumerate(_LEVELS) for op in ops}
+
     def expr(self, level: int = 0) -> Term:
-        if level == len(self._LEVELS):
-            return self.power()
-        left = self.expr(level + 1)
-        while self.tok.kind in ("op", "ident") and self.tok.text in self._LEVELS[level]:
-            op = self.advance()
-            right = self.expr(level + 1)
-            left = BinOp(op.text, left, right, op.place)
-        return left
+        """An expression whose binary operators are all of `level` or tighter. Precedence climbing: the same
+        left-associative trees as one recursive call per level would build, without descending through all
+        nine levels for every operand (most operands are a single variable)."""
+        left = self.power()
+        level_of = self._LEVEL_OF
+        while True:
+            t = self.tok
+            op_level = level_of.get(t.text)
+            if op_level is None or op_level < level or not (t.kind == "op" or t.kind == "ident"):
+                return left
+            self.advance()
+            left = BinOp(t.text, left, self.expr(op_level + 1), t.place)
 
     def power(self) -> Term:
         base = self.unary()
@@ -586,13 +625,17 @@ class Parser:
         return Aggregate(f.text, target, body, f.place)
 
 
-def parse_program(text: str, file: str = "<text>", base_dir: Path | None = None) -> ProgramAST:
+def parse_program(
+    text: str, file: str = "<text>", base_dir: Path | None = None, *, parser: type[Parser] = Parser
+) -> ProgramAST:
+    """The syntax tree of `text` and the files it includes; `parser` lets tests parse with a reference
+    subclass (tests/oracles/rule_syntax.py)."""
     ast = ProgramAST()
     included: set[str] = set()
     if file != "<text>":
         included.add(str(Path(file).resolve()))
     try:
-        Parser(text, file, base_dir, ast, included).parse()
+        parser(text, file, base_dir, ast, included).parse()
     except RuleError as e:
         if not hasattr(e, "kind"):
             e.kind = "syntax"  # type: ignore[attr-defined]
