@@ -19,6 +19,7 @@ from anchorlog.facts import ge_io
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import tables_from_model
+from anchorlog.gcpause import paused_gc
 
 try:  # the structural comparison used for the real dumps
     from test_ge_io import canon
@@ -85,7 +86,7 @@ def read(reader, text: str):
     """The model, or the one-line error, of ``reader`` (the public reader or the plain path)."""
     try:
         if reader == "plain":
-            with ge_io._NoGC():
+            with paused_gc(settle=True):
                 try:
                     return ge_io._read_model_text_plain(text, "<f>", True)
                 finally:

@@ -27,7 +27,6 @@ Context flags (GE reads them from the graph; an anchorlog option can force them 
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from anchorlog.analysis.explainers import register_explainer
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import AnchorlogError, OptionError
 from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
+from anchorlog.gcpause import paused_gc
 from anchorlog.runtime import memory_layout
 from anchorlog.runtime.notask import CONCAT_LOCK_ATTR, mark_notask
 
@@ -345,13 +345,8 @@ class ConcatNotaskAnalysis:
     def run(self, apply: bool = True) -> list[Verdict]:
         """Decide every concat in GE's order; mark the accepted ones when ``apply``."""
         # Big graphs are millions of small objects: the cyclic collector would rescan them over and over.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             return self._run(apply)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _run(self, apply: bool) -> list[Verdict]:
         from anchorlog.analysis.fact_cache import shared_facts

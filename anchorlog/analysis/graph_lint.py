@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from anchorlog.analysis.registry import PassContext, register
-from anchorlog.analysis.rw_conflict import no_gc
 from anchorlog.analysis.symbols import topo_nodes
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import INPUT_NAME_KEY, OUTPUT_NAME_KEY, io_names
+from anchorlog.gcpause import paused_gc
 
 GRAPH_LINT_DL = Path(__file__).resolve().parent.parent / "queries" / "graph_lint.dl"
 
@@ -334,7 +334,7 @@ def run(model: Model, ctx: PassContext) -> dict:
     """GraphLint: W18888 when a writer of a shared output is unordered with another writer or a reader."""
     from anchorlog.analysis.fact_cache import current_facts
 
-    with no_gc():
+    with paused_gc():
         # in a pipeline that already keeps a fact database, read it (refreshed where passes edited) instead of
         # building the lean one
         result = verify(model, engine=ctx.engine, db=current_facts(model, ctx))

@@ -38,8 +38,8 @@ from __future__ import annotations
 from typing import Any
 
 from anchorlog.analysis.registry import PASSES, PassContext, load_all, register, register_pipeline
-from anchorlog.analysis.rw_conflict import no_gc
 from anchorlog.facts.graph import Model
+from anchorlog.gcpause import paused_gc
 
 MEM_CONFLICT = ("rw-conflict", "layout-conflict")
 
@@ -92,7 +92,7 @@ def available(names: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]
 def run_o3(model: Model, ctx: PassContext) -> dict:
     """The standard pipeline: every memory pass in scope in GE's compile order (unregistered ones skipped)."""
     ok, missing = available(list(O3_ORDER))
-    with no_gc():
+    with paused_gc():
         for name in ok:
             ctx.progress(f"pass {name}")
             section = PASSES[name].fn(model, ctx)  # type: ignore[misc]

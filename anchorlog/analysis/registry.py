@@ -13,6 +13,7 @@ from typing import Any
 
 from anchorlog.errors import OptionError
 from anchorlog.facts.graph import Model
+from anchorlog.gcpause import paused_gc
 
 
 @dataclass
@@ -133,10 +134,15 @@ def check_options(options: dict[str, str]) -> None:
 
 
 def run_passes(model: Model, names: list[str], ctx: PassContext) -> dict[str, Any]:
-    """Run the passes ``names`` (composites expanded) over ``model`` in order; return the report."""
+    """Run the passes ``names`` (composites expanded) over ``model`` in order; return the report.
+
+    The cyclic collector stays paused across the whole list and what survives is settled unscanned at the end
+    (:func:`~anchorlog.gcpause.paused_gc`): paused pass by pass, the objects one pass leaves alive were all
+    scanned by the first young collection in the next one (0.1-0.15 s at 60 k nodes)."""
     check_options(ctx.options)
-    for name in expand(names):
-        ctx.progress(f"pass {name}")
-        section = PASSES[name].fn(model, ctx)  # type: ignore[misc]
-        ctx.report["passes"].append({"pass": name, **(section or {})})
+    with paused_gc(settle=True):
+        for name in expand(names):
+            ctx.progress(f"pass {name}")
+            section = PASSES[name].fn(model, ctx)  # type: ignore[misc]
+            ctx.report["passes"].append({"pass": name, **(section or {})})
     return ctx.report

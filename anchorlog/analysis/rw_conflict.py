@@ -21,7 +21,6 @@ API for other passes::
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from anchorlog.analysis.symbols import all_nodes, out_anchor_count
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node, TensorDesc
 from anchorlog.facts.relations import INPUT_NAME_KEY, OUTPUT_NAME_KEY, io_names
+from anchorlog.gcpause import paused_gc
 
 RW_TYPES_DL = Path(__file__).resolve().parent.parent / "queries" / "rw_types.dl"
 
@@ -60,19 +60,6 @@ MATRIX: dict[str, dict[str, str]] = {
 # Tensor attrs an Identity's descs keep: GE rebuilds the descs through the public TensorDesc, which keeps
 # dtype/shape/format and the origin ones, not the source tensor's other attrs (e.g. ref_var_src_var_name).
 _KEPT_TENSOR_ATTRS = ("origin_format", "origin_shape")
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause Python's cyclic GC while a pass walks a large model: the model is long-lived and every full
-    collection would traverse all of its objects (it dominated the run time on 100 k-node graphs)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def conflict_result(out_t: str, in_t: str) -> str:
@@ -864,7 +851,7 @@ def _handle(model: Model, rw: RWTypes) -> RWTypes:
 def run(model: Model, ctx: PassContext) -> dict:
     """Semantic read/write conflicts (GE HandleMemoryRWConflict): Identity where the RW matrix says so."""
     try:
-        with no_gc():
+        with paused_gc():
             rw = handle_memory_rw_conflict(model, ctx)
     except PassFailure as err:
         # MemConflictProc only logs a warning when the RW pass fails (reference §0 step 10, §11 #23).

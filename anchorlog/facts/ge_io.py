@@ -28,7 +28,6 @@ has id 0) and zero values are not written.
 from __future__ import annotations
 
 import codecs
-import gc
 import json
 import math
 import mmap
@@ -49,6 +48,7 @@ from anchorlog.facts.graph import (
     TensorDef,
     TensorDesc,
 )
+from anchorlog.gcpause import paused_gc
 
 __all__ = [
     "read_model",
@@ -1821,7 +1821,7 @@ def _encode_unknown(num: int, v: Any) -> bytes:
 
 def read_model_bytes(data: bytes, source: str = "<bytes>", *, validate: bool = True) -> Model:
     """Parse a serialized ``ge.proto.ModelDef``."""
-    with _NoGC():
+    with paused_gc(settle=True):
         return _read_model_bytes(data, source, validate)
 
 
@@ -2300,36 +2300,10 @@ def _read_cut_text(text: str) -> Model | None:
 # ----------------------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
-class _NoGC:
-    """Pause the cyclic garbage collector while millions of acyclic containers are built: its repeated
-    full scans would otherwise cost more than the parse itself (json builds every list at once)."""
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_enabled:
-            settle_young_objects()
-            gc.enable()
-
-
-def settle_young_objects() -> None:
-    """Move every object the collector tracks to its oldest generation without scanning them.
-
-    While it was paused the collector counted millions of new containers (the model); left in the youngest
-    generation, they would be scanned by the next young, middle and full collections in turn, seconds of
-    CPU at 100 k nodes. ``gc.freeze()`` + ``gc.unfreeze()`` moves them to the oldest generation at no cost;
-    they stay collectable (full collections still run). Skipped when the program froze objects itself."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
-
-
 def read_model_text(text: str, source: str = "<text>", *, validate: bool = True) -> Model:
     """Parse a ``ge.proto.ModelDef`` in protobuf text format."""
     try:
-        with _NoGC():
+        with paused_gc(settle=True):
             return _read_model_text(text, source, validate)
     finally:
         _ORIGIN_ATTRS.clear()  # sharing is per model

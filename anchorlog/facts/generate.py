@@ -19,13 +19,13 @@ The generator only builds the IR; writing it out is :func:`anchorlog.facts.ge_io
 from __future__ import annotations
 
 import functools
-import gc
 import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, Node, TensorDef, TensorDesc
+from anchorlog.gcpause import paused_gc
 
 # Bytes per element for GE's DataType names; sub-byte types are rounded the way GE's GetSizeInBytes does
 # (element count times bits, divided by 8, rounded up).
@@ -293,13 +293,8 @@ def generate_transformer(
     if cfg.hidden % cfg.heads or cfg.heads % cfg.tp or cfg.intermediate % cfg.tp or cfg.vocab % cfg.tp:
         raise ValueError("hidden must divide by heads; heads, intermediate and vocab by tp")
     # Hundreds of thousands of small objects: the cyclic collector would rescan them over and over.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _TransformerGen(cfg, rng, target_nodes=nodes).build()
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class _TransformerGen:

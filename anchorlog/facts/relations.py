@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import bisect
 import functools
-import gc
 import itertools
 import json
 import os
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from anchorlog.errors import AnchorlogError
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, NamedAttrs, Node, TensorDef, TensorDesc
+from anchorlog.gcpause import paused_gc
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -837,20 +837,11 @@ def tables_from_model(
     only = set(graphs) if graphs is not None else None
     # Millions of small row tuples would trigger the cyclic collector over and over, each time rescanning
     # the whole (large) model; nothing here creates cycles, so it is paused while deriving.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc(settle=True):  # the row tuples go to the oldest generation unscanned
         for gi, g in enumerate(model.graphs):
             if only is not None and g.name not in only:
                 continue
             _graph_rows(index, g, name, qual, t, is_root=(gi == 0), want=want)
-    finally:
-        if gc_was_enabled:
-            # the row tuples go to the oldest generation unscanned (see ge_io.settle_young_objects)
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
     if include_op_class and "op_class" in want:
         t["op_class"] = list(OP_CLASS_ROWS)
     return t
@@ -1216,9 +1207,7 @@ class FactDB:
         if not positions:
             want = want - {"node_prop"}
         t = empty_tables()
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             _graph_rows(
                 index if index is not None and index.model is model else self._index_for_refresh(model, g, present),
                 g,
@@ -1231,9 +1220,6 @@ class FactDB:
                 all_props=positions and not shifted,
                 node_positions=new_positions,
             )
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         self._insert(t)
         self.conn.commit()
 
@@ -1366,15 +1352,10 @@ class FactDB:
         them and they need no moving to the oldest generation either (what :func:`tables_from_model` does for
         rows it hands out, which costs a walk over every frozen object when a program froze its model --
         0.08 s per 30 k-node model)."""
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             tables = tables_from_model(model, model_name, include_op_class=False, **derive)
             self._insert(tables)
             del tables
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
     def _insert(self, tables: Tables) -> None:
         """Append the rows, in order, ``_ROWS_PER_INSERT`` rows per statement: one ``INSERT ... VALUES (..),

@@ -12,7 +12,6 @@ that fired.
 from __future__ import annotations
 
 import copy
-import gc
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -23,6 +22,7 @@ from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import InputError
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex
+from anchorlog.gcpause import paused_gc
 from anchorlog.runtime.rewrite import deferred_placement
 
 from ._ge import (
@@ -216,13 +216,8 @@ def run(model: Model, ctx: PassContext) -> dict[str, Any]:
 
     The cyclic garbage collector is paused meanwhile (as the other passes do): a large model is millions of
     long-lived objects that every full collection would rescan while the pass allocates short-lived rows."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _run(model, ctx)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _run(model: Model, ctx: PassContext) -> dict[str, Any]:
