@@ -66,9 +66,8 @@ def run(model: Model, ctx: PassContext) -> dict:
     """GE's engine partition and merge: every graph's edges re-created in topological order of their consumers."""
     relinked = [g.name for g in partitioned_graphs(model) if relink_in_topological_order(g)]
     if relinked:
-        # A remembered sort of the old link order no longer describes the graph, and every node moved: the
-        # fact database is re-derived as a whole (as after a change of subgraphs) instead of being refreshed
-        # node by node, which is meant for small edits.
+        # A remembered sort of the old link order no longer describes the graph. Every node of a relinked graph
+        # counts as edited, so the shared fact database re-derives itself whole (fact_cache.shared_facts
+        # rebuilds in place when most nodes are touched) rather than node by node.
         order_mod.forget_topological_order(model)
-        model.structure_version += 1
     return {"relinked": relinked}
