@@ -22,9 +22,8 @@ import time
 
 from anchorlog.analysis.fact_cache import shared_facts
 from anchorlog.analysis.registry import PASSES, PassContext, load_all
-from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.generate import generate_transformer
-from anchorlog.facts.graph import Model
+from anchorlog.facts.synthetic import rw_conflict_heavy, rw_split_heavy
 
 
 def bench(nodes: int, profile: bool) -> str:
@@ -68,46 +67,12 @@ def bench(nodes: int, profile: bool) -> str:
     )
 
 
-def conflict_heavy(blocks: int) -> Model:
-    """Every block: Data/ReLU/Mul chain step, a Const read by a ReLU and by an ``_input_mutable`` HcomAllReduce
-    (kReadOnlyConst -> kScopeWriteable: one Identity per block), 5 nodes per block."""
-    b = GraphBuilder("g")
-    b.chain("d:Data")
-    last = "d"
-    for i in range(blocks):
-        b.chain(last, f"r{i}:ReLU", f"m{i}:Mul")
-        b.chain(f"c{i}:Const", f"hc{i}:HcomAllReduce")
-        b.attr(f"hc{i}", "_input_mutable", True)
-        b.edge(f"hc{i}", 0, f"m{i}", 1)
-        b.chain(f"c{i}", f"x{i}:ReLU")
-        last = f"m{i}"
-    b.chain(last, "out:NetOutput")
-    return b.build()
-
-
-def split_heavy(blocks: int) -> Model:
-    """Every block: an Identity read by a ReLU and scope-written by an HcomAllReduce (GE splits it, then judges
-    its removal on the fan-out after the split), 5 nodes per block."""
-    b = GraphBuilder("g")
-    b.chain("d:Data")
-    last = "d"
-    for i in range(blocks):
-        b.chain(last, f"a{i}:ReLU", f"id{i}:Identity", f"r{i}:ReLU")
-        b.chain(f"id{i}", f"hc{i}:HcomAllReduce")
-        b.attr(f"hc{i}", "_input_mutable", True)
-        b.chain(f"hc{i}", f"m{i}:Mul")
-        b.edge(f"r{i}", 0, f"m{i}", 1)
-        last = f"m{i}"
-    b.chain(last, "out:NetOutput")
-    return b.build()
-
-
 def bench_synthetic(kind: str, blocks: int) -> str:
     """rw-conflict with the shared fact database built, on a synthetic graph (rule parse paid beforehand)."""
     from anchorlog.analysis import rw_conflict
 
     rw_conflict._program()
-    model = conflict_heavy(blocks) if kind == "conflict" else split_heavy(blocks)
+    model = rw_conflict_heavy(blocks) if kind == "conflict" else rw_split_heavy(blocks)
     gc.collect()
     gc.freeze()
     ctx = PassContext()

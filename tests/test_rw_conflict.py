@@ -29,6 +29,7 @@ from anchorlog.analysis.rw_conflict import (
 )
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model
+from anchorlog.facts.synthetic import rw_split_heavy
 
 try:  # the Python replay of GE's procedure, kept as the oracle (tests/oracles/rw_replay.py)
     from oracles import rw_replay
@@ -658,17 +659,7 @@ def test_unchanged_graph_needs_one_evaluation() -> None:
 def test_removals_after_splits_read_a_slice_and_match_the_replay() -> None:
     # every Identity has a reader and a scope-writer: each split changes its producer's fan-out, and its removal
     # is decided on the rules evaluated over the Identity's neighbourhood only (not the whole graph)
-    b = GraphBuilder("g")
-    b.chain("d:Data")
-    last = "d"
-    for i in range(4):
-        b.chain(last, f"a{i}:ReLU", f"id{i}:Identity", f"r{i}:ReLU")
-        b.chain(f"id{i}", f"hc{i}:HcomAllReduce")
-        b.attr(f"hc{i}", "_input_mutable", True)
-        b.chain(f"hc{i}", f"m{i}:Mul")
-        b.edge(f"r{i}", 0, f"m{i}", 1)
-        last = f"m{i}"
-    m = b.build()
+    m = rw_split_heavy(4)
     rw = _same_as_replay(m)
     assert rw.slice_evaluations == 4 and rw.evaluations == 5
     assert all(m.find_node(f"id{i}") is None for i in range(4))
