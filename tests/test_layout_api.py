@@ -39,6 +39,19 @@ def merged(model: Model, tm: str, graph: str | None = None) -> tuple[dict, dict,
     return {a: si for a in anchors}, {si: anchors}, si
 
 
+def merged_tensor_moves(model: Model):
+    """(graph, TensorMove, a2s, s2a, symbol) of :func:`merged` for every TensorMove with a fed input and symbols."""
+    for g in model.graphs:
+        for n in list(g.nodes.values()):
+            if n.type != "TensorMove" or not n.inputs or n.inputs[0] is None:
+                continue
+            try:
+                a2s, s2a, s = merged(model, n.name, g.name)
+            except KeyError:
+                continue
+            yield g, n, a2s, s2a, s
+
+
 def oracle(model: Model, graph_name: str, a2s: dict, s2a: dict, options: dict[str, str]) -> bool:
     """The same question answered with the Python marking (tests only)."""
     g = model.graph(graph_name)
@@ -156,15 +169,79 @@ def test_rules_answer_like_the_python_marking_on_tm_models(path):
     topological_sorting(model)
     ctx = PassContext(options=options)
     checked = 0
-    for g in model.graphs:
-        for n in list(g.nodes.values()):
-            if n.type != "TensorMove" or not n.inputs or n.inputs[0] is None:
-                continue
-            try:
-                a2s, s2a, s = merged(model, n.name, g.name)
-            except KeyError:
-                continue
-            want = oracle(model, g.name, a2s, s2a, options)
-            assert graph_has_mem_conflict_symbol(model, (a2s, s2a), {s}, ctx, graph=g) == want, n.name
-            checked += 1
+    for g, n, a2s, s2a, s in merged_tensor_moves(model):
+        want = oracle(model, g.name, a2s, s2a, options)
+        assert graph_has_mem_conflict_symbol(model, (a2s, s2a), {s}, ctx, graph=g) == want, n.name
+        checked += 1
     assert checked or not any(n.type == "TensorMove" for g in model.graphs for n in g.nodes.values())
+
+
+# ---- demand-driven attributes (asked_nodes): layout.dl's layout_asked_attr for the asked nodes equals
+# layout_marked_attr (the whole model) restricted to them
+REAL = os.environ.get("ANCHORLOG_REAL_GRAPHS", "/work/shared/real-graphs")
+SCOPE_MODELS = (
+    sorted(glob.glob(os.path.join(CASES, "tm_*", "model.pbtxt")))
+    + sorted(glob.glob(os.path.join(CASES, "layout_*", "model.pbtxt")))[::3]
+    + sorted(glob.glob(os.path.join(REAL, "*.txt")))
+    + ["generated:transformer"]
+)
+
+
+def _scope_model(path: str) -> tuple[Model, dict[str, str]]:
+    if path == "generated:transformer":
+        from anchorlog.facts.generate import generate_transformer
+
+        return generate_transformer(2, seed=1, tensor_move_share=0.06), {}
+    from anchorlog.facts.ge_io import read_model_text
+
+    case_json = os.path.join(os.path.dirname(path), "case.json")
+    options = {}
+    if os.path.exists(case_json):
+        options = {k: str(v) for k, v in (json.load(open(case_json)).get("options") or {}).items()}
+    return read_model_text(open(path).read(), path, validate=False), options
+
+
+def _by_anchor(base) -> dict:
+    return {a: sorted(v) for a, v in base.attrs.items()}
+
+
+@pytest.mark.parametrize("path", SCOPE_MODELS, ids=lambda p: os.path.basename(os.path.dirname(p)) or p)
+def test_asked_attributes_equal_the_whole_models_for_the_asked_nodes(path):
+    from anchorlog.analysis.layout_conflict.api import _derive
+
+    if path != "generated:transformer" and not os.path.exists(path):
+        pytest.skip("model not available")
+    model, options = _scope_model(path)
+    ctx = PassContext(options=options)
+    opts = LayoutOptions.parse(options)
+    nodes = [(g.name, n) for g in model.graphs for n in g.nodes]
+    # every other node, and every node (the scoped rows then equal the whole model's)
+    for ask in ({x for i, x in enumerate(nodes) if i % 2 == 0}, set(nodes)):
+        for g in model.graphs[:2]:  # the root, and a subgraph when there is one (user in/out are relative to it)
+            whole = _derive(model, g, opts, ctx)
+            scoped = _derive(model, g, opts, ctx, ask)
+            want = {a: v for a, v in _by_anchor(whole).items() if (a[0], a[1]) in ask}
+            assert _by_anchor(scoped) == want
+            assert scoped.var_ref == whole.var_ref
+            assert scoped.nodes == ask
+    if path == "generated:transformer":  # Consts, HCCL, Assigns: the comparison is not vacuous
+        assert any(whole.attrs.values()) and any(_by_anchor(scoped).values())
+
+
+@pytest.mark.skipif(not TM_MODELS, reason="conformance cases not available")
+@pytest.mark.parametrize("path", TM_MODELS, ids=lambda p: os.path.basename(os.path.dirname(p)))
+def test_asked_nodes_give_the_same_answers_and_grow_on_demand(path):
+    from anchorlog.facts.ge_io import read_model_text
+
+    model = read_model_text(open(path).read(), path, validate=False)
+    topological_sorting(model)
+    whole_ctx, asked_ctx = PassContext(), PassContext()
+    asked: frozenset = frozenset()  # nothing asked up front: each call's nodes are added to the derivation
+    seen: dict[str, set] = {}  # processed graph -> the nodes asked so far
+    for g, n, a2s, s2a, s in merged_tensor_moves(model):
+        want = graph_has_mem_conflict_symbol(model, (a2s, s2a), {s}, whole_ctx, graph=g)
+        got = graph_has_mem_conflict_symbol(model, (a2s, s2a), {s}, asked_ctx, graph=g, asked_nodes=asked)
+        assert got == want, n.name
+        seen.setdefault(g.name, set()).update((a[0], a[1]) for a in s2a[s])
+        base = next(b for k, b in asked_ctx.state[_STATE_KEY].items() if k[0] == g.name and k[2])
+        assert base.nodes == seen[g.name]  # grown by the nodes asked, no others

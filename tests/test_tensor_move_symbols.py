@@ -175,3 +175,35 @@ def test_late_link_fails_with_the_whole_tables_message() -> None:
     b.edge("tm", 0, "y", 0)
     m = b.build()
     assert assert_asked_equals_whole(m) == "fails"
+
+
+def test_rule5_derives_the_layout_attributes_of_the_symbols_nodes_once(monkeypatch) -> None:
+    """Rule 5 asks layout.dl for the attributes of the nodes of the table's symbols only (a merge joins only
+    them), in one derivation; the pass decides as with the attributes of every node."""
+    import json
+
+    from anchorlog.analysis import tensor_move as tmmod
+    from anchorlog.analysis.layout_conflict import api
+
+    def report(model: Model) -> str:
+        section = tmmod.run_tensor_move_delete(model, {}, engine="sqlite")
+        return json.dumps({k: v for k, v in section.items() if k != "timings"}, sort_keys=True, default=str)
+
+    asks: list = []
+    real_derive = api._derive
+
+    def derive(model, g, opts, ctx, ask=None):
+        asks.append(ask)
+        return real_derive(model, g, opts, ctx, ask)
+
+    monkeypatch.setattr(api, "_derive", derive)
+    scoped = generate_transformer(2, seed=1, tensor_move_share=0.06)
+    got = report(scoped)
+    assert len(asks) == 1 and asks[0] is not None
+    assert 0 < len(asks[0]) < scoped.num_nodes()
+    # the same decisions with every node's attributes (no asked nodes: the whole-model derivation)
+    monkeypatch.setattr(
+        api, "_derive", lambda model, g, opts, ctx, ask=None: asks.append(None) or real_derive(model, g, opts, ctx)
+    )
+    assert report(generate_transformer(2, seed=1, tensor_move_share=0.06)) == got
+    assert asks[1:] == [None]

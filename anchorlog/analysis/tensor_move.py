@@ -720,6 +720,7 @@ class TensorMoveDecider:
         t2 = time.process_time()
         self.timings["facts_s"] = round(t2 - t1, 3)  # shared per pipeline run: built once, then refreshed
         self.symbols: TMSymbols | None = None
+        self._layout_ask: frozenset[tuple[str, str]] | None = None  # the nodes rule 5 asks layout.dl about
         self.symbol_state = "not built"
         if mode in ("full", "symbols"):
             try:
@@ -1111,7 +1112,13 @@ class TensorMoveDecider:
 
         anchors = self.symbols.merged_anchors(si, so)
         merged = ({a: si for a in anchors}, {si: anchors})
-        if graph_has_mem_conflict_symbol(self.model, merged, (si,), self.ctx, graph=graph):
+        if self._layout_ask is None:
+            # the nodes of every symbol the table holds (those of the TensorMoves' anchors: a merge joins only
+            # them, so every merged symbol is a union of them): their attributes are derived once, no other node's
+            self._layout_ask = frozenset((a[0], a[1]) for lst in self.symbols.s2a.values() for a in lst)
+        if graph_has_mem_conflict_symbol(
+            self.model, merged, (si,), self.ctx, graph=graph, asked_nodes=self._layout_ask
+        ):
             v.rule = "rule5-layout"
             v.reason = f"merging symbols {si} and {so} would put anchors with conflicting memory-layout attributes into one buffer"
             return False

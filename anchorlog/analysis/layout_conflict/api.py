@@ -65,7 +65,11 @@ class AttributeBase:
         return [AnchorAttribute[name] for _, name in ranked], var_anchor
 
 
-def _derive(model: Model, g: Graph, opts: LayoutOptions, ctx: Any) -> AttributeBase:
+def _derive(
+    model: Model, g: Graph, opts: LayoutOptions, ctx: Any, ask: set[tuple[str, str]] | None = None
+) -> AttributeBase:
+    """The attributes of every anchor of the model (``ask`` None: ``layout_marked_attr``), or of the anchors of
+    the ``ask`` nodes only (``layout_asked_attr``: the same rows for those nodes, without the symbol demand)."""
     from anchorlog.analysis.fact_cache import shared_facts
 
     from .rules import _program, layout_inputs
@@ -73,34 +77,54 @@ def _derive(model: Model, g: Graph, opts: LayoutOptions, ctx: Any) -> AttributeB
     db = shared_facts(model, ctx)
     engine = ctx.engine if getattr(ctx, "engine", None) in ("sqlite", "duckdb") else "sqlite"
     extra = layout_inputs(model, g, opts, scope_all=True)
-    res = _program().run(db, engine=engine, extra=extra, outputs=["layout_marked_attr", "layout_var_ref_cand"])
+    attr_rel = "layout_marked_attr"
+    if ask is not None:
+        attr_rel = "layout_asked_attr"
+        extra["layout_ask_node"] = sorted(ask)
+    res = _program().run(db, engine=engine, extra=extra, outputs=[attr_rel, "layout_var_ref_cand"])
     base = AttributeBase(model, g.name, model.structure_version)
     # without a symbol table the rules derive REFERENCE_OUTPUT only through ref_io (table-independent); the
     # var case is checked per call against the table at hand (layout_var_ref_cand)
-    for gname, node, io, idx, attr, rank in res.rows("layout_marked_attr", sort=False):
+    for gname, node, io, idx, attr, rank in res.rows(attr_rel, sort=False):
         base.attrs.setdefault((gname, node, io, int(idx)), []).append((int(rank), attr))
     base.var_ref = {(gname, node, int(idx)): v for gname, node, idx, v in res.rows("layout_var_ref_cand", sort=False)}
-    base.nodes = {(gr.name, n) for gr in model.graphs for n in gr.nodes}
+    base.nodes = set(ask) if ask is not None else {(gr.name, n) for gr in model.graphs for n in gr.nodes}
     base.info = graph_info(g, opts)
     base.index = _ModelIndex(model)
     return base
 
 
-def attribute_base(model: Model, g: Graph, ctx: Any, anchors: Iterable[Anchor] = ()) -> AttributeBase:
+def attribute_base(
+    model: Model,
+    g: Graph,
+    ctx: Any,
+    anchors: Iterable[Anchor] = (),
+    asked_nodes: Iterable[tuple[str, str]] | None = None,
+) -> AttributeBase:
     """The cached :class:`AttributeBase` of ``model`` for processed graph ``g`` under ``ctx``'s options;
     re-derived when the model's structure changed or one of ``anchors`` belongs to a node the rules have not
-    seen (inserted since)."""
-    opts = LayoutOptions.parse(dict(ctx.options))
-    key = (g.name, tuple(sorted((k, v) for k, v in ctx.options.items())))
+    seen (inserted since, or not asked).
+
+    ``asked_nodes`` (demand-driven): the (graph, node) pairs whose anchors the caller may ask about in this and
+    later calls; the rules derive the attributes of those nodes (and of ``anchors``' nodes) only, once, and again
+    for the union when a later call names another node. None: every node of the model (one derivation)."""
+    key = (g.name, tuple(sorted((k, v) for k, v in ctx.options.items())), asked_nodes is not None)
     cache: dict = ctx.state.setdefault(_STATE_KEY, {})
     base = cache.get(key)
+    anchors = list(anchors)
     if (
         base is None
         or base.model is not model
         or base.structure != model.structure_version
         or any((a[0], a[1]) not in base.nodes for a in anchors)
     ):
-        base = cache[key] = _derive(model, g, opts, ctx)
+        opts = LayoutOptions.parse(dict(ctx.options))
+        ask = None
+        if asked_nodes is not None:
+            ask = set(asked_nodes) | {(a[0], a[1]) for a in anchors}
+            if base is not None and base.model is model and base.structure == model.structure_version:
+                ask |= base.nodes  # grow: what was asked stays asked
+        base = cache[key] = _derive(model, g, opts, ctx, ask)
     return base
 
 
@@ -122,6 +146,8 @@ def graph_has_mem_conflict_symbol(
     symbols: Iterable[str],
     ctx: Any,
     graph: Graph | str | None = None,
+    *,
+    asked_nodes: Iterable[tuple[str, str]] | None = None,
 ) -> bool:
     """GE ``IsGraphExistMemConflictSymbol`` restricted to ``symbols``: True when, for some symbol named there,
     the anchors ``symbol_table`` lists for it hold a pair an absolutely-conflict row or a registered checker
@@ -131,7 +157,9 @@ def graph_has_mem_conflict_symbol(
     symbol_to_anchors)`` with ``(graph, node, "in"|"out", idx)`` anchors (typically one merged symbol, GE's
     ``ConstructSingleNodeSymbolTable``); anchors of nodes that no longer exist are ignored. ``ctx``: the running
     pass's context (options, shared facts, the attribute cache). ``graph``: GE's graph argument (the
-    TensorMove's owner graph), default the root: it decides user input/output and the graph info."""
+    TensorMove's owner graph), default the root: it decides user input/output and the graph info.
+    ``asked_nodes``: the nodes a caller making many calls may ask about (see :func:`attribute_base`): the rules
+    then derive the attributes of those nodes only; None: of every node."""
     g = model.resolve_graph(graph)
     a2s, s2a = _table(symbol_table)
     wanted = [s for s in symbols if s2a.get(s)]
@@ -146,7 +174,7 @@ def graph_has_mem_conflict_symbol(
             if gr is not None and a[1] in gr.nodes:
                 lst.append(a)
         live[s] = lst
-    base = attribute_base(model, g, ctx, (a for lst in live.values() for a in lst))
+    base = attribute_base(model, g, ctx, (a for lst in live.values() for a in lst), asked_nodes)
     assert base.info is not None and base.index is not None
     for s in wanted:
         anchors = live[s]
