@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from anchorlog.analysis.symbols import symbol_table_datalog, symbol_table_rules
 from anchorlog.errors import AnchorlogError
-from anchorlog.facts.builder import GraphBuilder
+from anchorlog.facts.builder import Edge, GraphBuilder
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
@@ -105,3 +105,66 @@ def builder_graphs(draw: st.DrawFn) -> Model:
 @given(builder_graphs())
 def test_rules_equal_oracle_on_generated_graphs(m: Model) -> None:
     assert_rules_equal_oracle(m)
+
+
+def _unknown_shape_wrappers() -> Model:
+    """A root PartitionedCall marked ``_is_unknown_shape`` (its subgraph's Data / NetOutput are plain nodes for
+    GE, §1.4), one unmarked, and a marked one nested in a subgraph (not exempt: its owner graph is no root)."""
+    b = GraphBuilder("wrappers")
+    b.chain("x:Data", "pc_unknown:PartitionedCall", "pc_known:PartitionedCall", "out:NetOutput")
+    b.attr("pc_unknown", "_is_unknown_shape", True)
+    bodies = {}
+    for owner, sub in (("pc_unknown", "unknown_body"), ("pc_known", "known_body")):
+        g = bodies[sub] = b.subgraph(sub, owner=owner)
+        g.data(f"{sub}_in", 0)
+        g.chain(f"{sub}_in", f"{sub}_relu:ReLU")
+        g.output(f"{sub}_relu", 0)
+    inner = bodies["known_body"]
+    inner.chain("known_body_relu", "inner_pc:PartitionedCall")
+    inner.attr("inner_pc", "_is_unknown_shape", True)
+    deep = inner.subgraph("deep_body", owner="inner_pc")
+    deep.data("deep_in", 0)
+    deep.chain("deep_in", "deep_relu:ReLU")
+    deep.output("deep_relu", 0)
+    return b.build()
+
+
+def test_rules_equal_oracle_with_unknown_shape_wrappers() -> None:
+    m = _unknown_shape_wrappers()
+    assert_rules_equal_oracle(m)
+    for g in m.graphs[1:]:  # mapped on each subgraph too (its own Data / NetOutput plain, nested ones joined)
+        oa, os_ = oracle_table(m, g)
+        st_ = symbol_table_rules(m, g)
+        assert (st_.anchor_to_symbol, st_.symbol_to_anchors) == (oa, os_), g.name
+    # the exemption is seen: the unknown-shape body's output has a symbol of its own, the known body's joins
+    st_ = symbol_table_rules(m)
+    a2s = st_.anchor_to_symbol
+    assert a2s[("wrappers", "pc_unknown", "out", 0)] != a2s[("unknown_body", "unknown_body_relu", "out", 0)]
+    assert a2s[("wrappers", "pc_known", "out", 0)] == a2s[("known_body", "known_body_relu", "out", 0)]
+
+
+def test_rules_equal_oracle_with_merges_and_bare_data_like_ops() -> None:
+    """Merge / StreamMerge (found through their types) and data-like ops without input descriptors (each keeps
+    its input 0): the rules' table is GE's, on the root and mapped on a subgraph holding the same shapes."""
+    b = GraphBuilder("merges")
+    b.chain("aipp:AippData", "sm:StreamMerge", "relu:ReLU", "out:NetOutput")
+    b.chain("ann:AnnData", Edge(0, 1), "sm")
+    b.chain("ref:RefData", "m:Merge", "out")
+    b.chain("x:Data", Edge(0, 1), "m")
+    b.node("pc", "PartitionedCall", inputs=1, outputs=1)
+    b.chain("relu", "pc")
+    body = b.subgraph("body", owner="pc")
+    body.data("body_in", 0)
+    body.chain("body_in", "body_m:Merge", "body_relu:ReLU")
+    body.chain("body_aipp:AippData", Edge(0, 1), "body_m")
+    body.output("body_relu", 0)
+    m = b.build()
+    for g, name in (("merges", "aipp"), ("merges", "ann"), ("body", "body_aipp")):
+        m.graph(g).nodes[name].input_desc = []  # bare: no input descriptor (GE still gives it input 0)
+    assert_rules_equal_oracle(m)
+    oa, os_ = oracle_table(m, m.graph("body"))
+    st_ = symbol_table_rules(m, m.graph("body"))
+    assert (st_.anchor_to_symbol, st_.symbol_to_anchors) == (oa, os_)
+    # the Merges joined their inputs: one symbol for both inputs' producers
+    a2s = st_.anchor_to_symbol
+    assert a2s[("body", "body_in", "out", 0)] == a2s[("body", "body_aipp", "out", 0)]
