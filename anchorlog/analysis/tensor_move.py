@@ -36,7 +36,6 @@ tests: empty RW caches, no symbol table).
 
 from __future__ import annotations
 
-import gc
 import re
 import time
 from collections import deque
@@ -50,6 +49,7 @@ from anchorlog.analysis.rw_conflict import RWTypes
 from anchorlog.errors import AnchorlogError, OptionError, PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import _ModelIndex
+from anchorlog.gcpause import paused_gc
 from anchorlog.runtime.rewrite import CtrlEdgeBatch, in_nodes, isolate_and_delete, out_indices, out_nodes
 
 OPT_OUTPUT_REUSE = "ge.exec.outputReuseInputMemIndexes"
@@ -1418,13 +1418,8 @@ def run_tensor_move_delete(
 
     The cyclic garbage collector is paused meanwhile: a large model is millions of small objects that would be
     rescanned again and again while the pass allocates its short-lived look-ups (nothing here makes cycles)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _run_tensor_move_delete(model, options, engine=engine, ctx=ctx)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _run_tensor_move_delete(
