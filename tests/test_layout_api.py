@@ -19,7 +19,7 @@ from anchorlog.analysis.registry import PassContext
 from anchorlog.analysis.symbols import symbol_table
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 
 try:  # GE's marking replayed in Python, kept as the oracle (tests/oracles/layout_marks.py)
     from oracles.layout_marks import mark_node
@@ -56,7 +56,7 @@ def oracle(model: Model, graph_name: str, a2s: dict, s2a: dict, options: dict[st
     """The same question answered with the Python marking (tests only)."""
     g = model.graph(graph_name)
     opts = LayoutOptions.parse(options, env={})
-    index = _ModelIndex(model)
+    index = ModelIndex(model)
     nodes = {gr.name: gr.nodes for gr in model.graphs}
     refs = {s: [AnchorRef(nodes[a[0]][a[1]], a[2], a[3]) for a in lst if a[1] in nodes[a[0]]] for s, lst in s2a.items()}
     table = SymbolTable({r.name: s for s, lst in refs.items() for r in lst}, refs)

@@ -40,7 +40,7 @@ from anchorlog.analysis.layout_conflict.tables import ABSOLUTE_CONFLICT_ROWS, AB
 from anchorlog.analysis.registry import PassContext
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 
 P2P = 17  # RT_MEMORY_P2P_DDR
 TS = 64
@@ -52,7 +52,7 @@ def analyse(model: Model, options: dict[str, str] | None = None):
     topological_sorting(model)
     opts = LayoutOptions.parse(options or {}, env={})
     g = model.root
-    index = _ModelIndex(model)
+    index = ModelIndex(model)
     table = get_ref_mapping(model, g, index)
     # the attributes as the pass gets them: layout.dl (NORMAL for every anchor the rules list nothing for)
     marks = marks_from_facts(model, table, layout_facts(model, g, options or {}))
@@ -222,7 +222,7 @@ def _synthetic(ta, tb, io_a="out", io_b="in"):
     a, c = AnchorRef(x, io_a, 0), AnchorRef(y, io_b, 0)
     marks = Marks({a: list(ta), c: list(tb)})
     info = graph_info(m.root, LayoutOptions())
-    return a, c, find_conflict_nodes([a, c], marks, info, _ModelIndex(m))
+    return a, c, find_conflict_nodes([a, c], marks, info, ModelIndex(m))
 
 
 @pytest.mark.parametrize("row", ABSOLUTE_CONFLICT_ROWS, ids=lambda r: f"{r[0].name}-{r[1].name}")

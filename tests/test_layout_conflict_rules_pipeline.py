@@ -19,7 +19,7 @@ from anchorlog.cli import main
 from anchorlog.facts import ge_io
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Node, TensorDesc
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 from anchorlog.runtime.rewrite import insert_node_before_anchors
 
 try:  # the conflict-heavy builder of the rule tests (HCCL ops, Consts, continuous inputs, special memory types)
@@ -41,7 +41,7 @@ def test_candidate_pairs_come_from_rules_on_shared_db():
     g = model.root
     facts, table, n_symbols = run_layout_rules(shared_facts(model, ctx), model, g, LayoutOptions())
     # the symbols come from symbols.dl in the same run; GE's table is assembled for the walked symbol only
-    whole = get_ref_mapping(model, g, _ModelIndex(model))
+    whole = get_ref_mapping(model, g, ModelIndex(model))
     assert n_symbols == len(whole.s2a) == 1
     assert {s: [a.name for a in v] for s, v in table.s2a.items()} == {"k_out_0": ["k_out_0", "out_in_0"]}
     assert facts.conflict_symbols == {"k_out_0"}
@@ -127,7 +127,7 @@ def test_walked_symbols_get_ge_names_and_order_across_a_subgraph_union():
     topological_sorting(model)
     ctx = PassContext()
     facts, table, n_symbols = run_layout_rules(shared_facts(model, ctx), model, model.root, LayoutOptions())
-    whole = get_ref_mapping(model, model.root, _ModelIndex(model))
+    whole = get_ref_mapping(model, model.root, ModelIndex(model))
     assert n_symbols == len(whole.s2a)
     assert facts.conflict_symbols and facts.conflict_symbols <= set(whole.s2a)
     for s in facts.conflict_symbols:

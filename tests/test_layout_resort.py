@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from anchorlog.analysis.order import _TOPO, graph_nodes, topological_resort, topological_sorting
+from anchorlog.analysis.order import graph_nodes, remembered_topological_order, topological_resort, topological_sorting
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
 from anchorlog.runtime.rewrite import insert_identity_after, insert_identity_before
@@ -55,6 +55,6 @@ def test_resort_of_an_unsorted_model_is_a_full_sort() -> None:
     model = generate_transformer(layers=1, seed=1)
     full = copy.deepcopy(model)
     topological_sorting(full)
-    assert model not in _TOPO
+    assert remembered_topological_order(model) is None
     topological_resort(model, [])
     assert _orders(model) == _orders(full)

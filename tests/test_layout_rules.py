@@ -15,7 +15,7 @@ from anchorlog.analysis.layout_conflict.refmap import get_ref_mapping
 from anchorlog.analysis.layout_conflict.rules import layout_facts
 from anchorlog.analysis.layout_conflict.tables import ABSOLUTE_CONFLICT
 from anchorlog.facts.builder import GraphBuilder
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 
 try:  # GE's marking replayed in Python, kept as the oracle (tests/oracles/layout_marks.py)
     from oracles.layout_marks import mark_all
@@ -31,7 +31,7 @@ def _compare(model, options):
     topological_sorting(model)
     for g in top_static_graphs(model):
         opts = LayoutOptions.parse(options, env={})
-        index = _ModelIndex(model)
+        index = ModelIndex(model)
         table = get_ref_mapping(model, g, index)
         marks = mark_all(model, g, all_nodes(model, g), opts, table, index)
         py = {(a.node.graph.name, a.node.name, a.io, a.idx): [t.name for t in ts] for a, ts in marks.types.items()}

@@ -166,7 +166,7 @@ def lean_fact_db(model: Model, node_types: set[str] | None = None) -> sqlite3.Co
     ``_parent_node_index`` / ``original_type`` and the two name-map keys (which ops are named, see
     :func:`lint_named_demand`). Building the full FactDB costs more than the whole check.
     ``node_types``: keep only the node rows of these types (see :func:`matched_node_types`)."""
-    from anchorlog.facts.relations import INDEXES, SCHEMA, _ModelIndex, attr_fact_value
+    from anchorlog.facts.relations import INDEXES, SCHEMA, ModelIndex, attr_fact_value
 
     conn = sqlite3.connect(":memory:")
     conn.execute("PRAGMA journal_mode=OFF")
@@ -174,7 +174,7 @@ def lean_fact_db(model: Model, node_types: set[str] | None = None) -> sqlite3.Co
     for rel in LEAN_RELATIONS:
         cols = ", ".join(f'"{c}" {dict(symbol="TEXT", number="INTEGER").get(t, "")}'.rstrip() for c, t in SCHEMA[rel])
         conn.execute(f'CREATE TABLE "{rel}" ({cols})')
-    idx = _ModelIndex(model)
+    idx = ModelIndex(model)
     rows: dict[str, list[tuple]] = {rel: [] for rel in LEAN_RELATIONS}
     node_rows, attr_rows, edge_rows = rows["node"], rows["node_attr"], rows["data_edge"]
     ctrl_rows, sub_rows = rows["ctrl_edge"], rows["subgraph"]

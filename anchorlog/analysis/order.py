@@ -154,6 +154,12 @@ def forget_topological_order(model: Model) -> None:
     _TOPO.pop(model, None)
 
 
+def remembered_topological_order(model: Model) -> dict[str, list[Node]] | None:
+    """The per-graph orders remembered by the last :func:`topological_sorting` of ``model`` (None: none). Its
+    identity changes with every sort, so callers caching results derived from GE's order can key on it."""
+    return _TOPO.get(model)
+
+
 def topological_resort(model: Model, edited: Iterable[str]) -> None:
     """:func:`topological_sorting` after edits confined to the graphs named ``edited`` since the last sort of
     ``model``: a graph's DFS order depends on its own nodes and edges only, so only those graphs are sorted

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from anchorlog.errors import InputError, PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from anchorlog.facts.relations import FactDB
@@ -162,7 +162,7 @@ def ref_mapping(model: Model, graph: Graph | str | None = None, *, ctx: Any = No
     return symbol_table_rules(model, graph, ctx=ctx)
 
 
-def _io_owner_ok(idx: _ModelIndex, gr: Graph) -> bool:
+def _io_owner_ok(idx: ModelIndex, gr: Graph) -> bool:
     """The owner part of ``NodeUtils::IsSubgraphInput/Output`` (§1.4): the graph has a parent node, and that
     parent is not an unknown-shape wrapper living in an unknown-shape graph or in the root graph."""
     own = idx.owner.get(gr.name)
@@ -175,7 +175,7 @@ def _io_owner_ok(idx: _ModelIndex, gr: Graph) -> bool:
     return True
 
 
-def is_subgraph_input(idx: _ModelIndex, gr: Graph, n: Node) -> bool:
+def is_subgraph_input(idx: ModelIndex, gr: Graph, n: Node) -> bool:
     return PARENT_NODE_INDEX in n.attrs and _io_owner_ok(idx, gr)
 
 
@@ -662,7 +662,7 @@ def _model_state(model: Model, ctx: Any) -> tuple:
     from anchorlog.analysis import order as order_mod
     from anchorlog.analysis.fact_cache import facts_stamp
 
-    return (facts_stamp(model, ctx), model.structure_version, id(order_mod._TOPO.get(model)))
+    return (facts_stamp(model, ctx), model.structure_version, id(order_mod.remembered_topological_order(model)))
 
 
 def _state_entry(model: Model, ctx: Any) -> dict[str, Any]:
@@ -673,7 +673,13 @@ def _state_entry(model: Model, ctx: Any) -> dict[str, Any]:
     entry = ctx.state.get(_CACHE_KEY)
     if entry is None or entry["model"] is not model or entry["state"] != state:
         # the remembered order object is kept alive with the entry, so that its id is not reused meanwhile
-        entry = {"model": model, "state": state, "topo": order_mod._TOPO.get(model), "order": {}, "table": {}}
+        entry = {
+            "model": model,
+            "state": state,
+            "topo": order_mod.remembered_topological_order(model),
+            "order": {},
+            "table": {},
+        }
         ctx.state[_CACHE_KEY] = entry
     return entry
 

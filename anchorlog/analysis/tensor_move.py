@@ -48,7 +48,7 @@ from anchorlog.analysis.registry import PassContext, register
 from anchorlog.analysis.rw_conflict import RWTypes
 from anchorlog.errors import AnchorlogError, OptionError, PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 from anchorlog.gcpause import paused_gc
 from anchorlog.runtime.rewrite import CtrlEdgeBatch, in_nodes, isolate_and_delete, out_indices, out_nodes
 
@@ -328,7 +328,7 @@ class TMRules:
         self.cycle_prog = _program(TM_CYCLE_DL)
         self.options_rows = reuse.rows()
         self.graphs = {g.name: g for g in model.graphs}
-        self.index = _ModelIndex(model)  # subgraph owners: TensorMove deletions leave them as they are
+        self.index = ModelIndex(model)  # subgraph owners: TensorMove deletions leave them as they are
         self._owner = {sg: (pg.name, pn.name) for sg, (pg, pn, _i) in self.index.owner.items()}
         self._io_rows: dict[tuple[str, str], list[tuple]] | None = None
         self._reach_pos: list[tuple] | None = None

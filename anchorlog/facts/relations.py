@@ -430,8 +430,8 @@ def io_names(node: Node, io: str) -> dict[str, int]:
     return names
 
 
-class _ModelIndex:
-    """Parent look-ups computed once per model (``Model.parent_of`` is linear per call)."""
+class ModelIndex:
+    """Parent look-ups computed once per model (``Model.parent_of`` is linear per call); passes share one."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
@@ -458,10 +458,7 @@ class _ModelIndex:
         return True
 
 
-ModelIndex = _ModelIndex  # public name; passes share one per model for parent look-ups
-
-
-def ref_from_input(index: _ModelIndex, graph: Graph, node: Node, out_idx: int) -> int | None:
+def ref_from_input(index: ModelIndex, graph: Graph, node: Node, out_idx: int) -> int | None:
     """GE ``GraphUtils::IsRefFromInput`` for output ``out_idx``: the reused input index, or None."""
     # 1. pass-through nodes: out[i] is in[i]
     if node.type in _PASS_THROUGH_TYPES or index.is_subgraph_input(graph, node):
@@ -502,7 +499,7 @@ def empty_tables() -> Tables:
 
 
 def _graph_rows(
-    index: _ModelIndex,
+    index: ModelIndex,
     graph: Graph,
     model_name: str,
     qual: dict[str, str],
@@ -818,7 +815,7 @@ def tables_from_model(
     graphs: Iterable[str] | None = None,
     relations: Iterable[str] | None = None,
     include_op_class: bool = True,
-    index: _ModelIndex | None = None,
+    index: ModelIndex | None = None,
 ) -> Tables:
     """Every relation of :data:`SCHEMA` for ``model``: ``{relation: [row tuples in column order]}``.
 
@@ -832,7 +829,7 @@ def tables_from_model(
     qual = graph_names or {}
     want = _wanted(relations)
     if index is None or index.model is not model:
-        index = _ModelIndex(model)
+        index = ModelIndex(model)
     t = empty_tables()
     only = set(graphs) if graphs is not None else None
     # Millions of small row tuples would trigger the cyclic collector over and over, each time rescanning
@@ -909,7 +906,7 @@ class FactDB:
         self._model_relations: dict[str, frozenset[str]] = {}
         self._indexed = False
         # (model, its structure_version, ModelIndex) kept between refreshes: see _index_for_refresh
-        self._refresh_index: tuple[Model, int, _ModelIndex] | None = None
+        self._refresh_index: tuple[Model, int, ModelIndex] | None = None
         # fact graphs whose node_prop positions are known to be the dense numbering of the IR order (derived
         # whole, or kept in step since); positions=False refreshes take a graph out (see _shift_positions)
         self._dense_positions: set[str] = set()
@@ -1019,7 +1016,7 @@ class FactDB:
         qual = self.fact_graph_names(model, mname)
         # the graph table is always kept: it says which model owns which graph
         want = _wanted(relations) | {"graph"}
-        index = _ModelIndex(model)
+        index = ModelIndex(model)
         self._refresh_index = (model, model.structure_version, index)  # later refreshes reuse it
         self._derive_and_insert(model, mname, graph_names=qual, relations=want, index=index)
         self.models[mname] = qual
@@ -1070,7 +1067,7 @@ class FactDB:
             if g.name not in qual:
                 qual[g.name] = self._fact_name(mname, g.name)
         self.models[mname] = {g.name: qual[g.name] for g in model.graphs}
-        index = _ModelIndex(model)
+        index = ModelIndex(model)
         self._refresh_index = (model, model.structure_version, index)
         self._derive_and_insert(
             model, mname, graph_names=self.models[mname], relations=self._model_relations.get(mname), index=index
@@ -1110,7 +1107,7 @@ class FactDB:
         name: str | None = None,
         *,
         positions: bool = True,
-        index: _ModelIndex | None = None,
+        index: ModelIndex | None = None,
     ) -> None:
         """Re-derive the rows of some nodes of one graph after they were edited, inserted or removed.
 
@@ -1223,7 +1220,7 @@ class FactDB:
         self._insert(t)
         self.conn.commit()
 
-    def _index_for_refresh(self, model: Model, g: Graph, present: set[str]) -> _ModelIndex:
+    def _index_for_refresh(self, model: Model, g: Graph, present: set[str]) -> ModelIndex:
         """The subgraph-owner index of ``model`` for a refresh of ``present`` nodes of ``g``: the one of the last
         refresh when it still holds (no graph added or removed, every recorded owner still in its graph owning
         the same subgraph, no refreshed node owning subgraphs), else a new one -- building it visits every node
@@ -1240,7 +1237,7 @@ class FactDB:
             )
         ):
             return cached[2]
-        index = _ModelIndex(model)
+        index = ModelIndex(model)
         self._refresh_index = (model, model.structure_version, index)
         return index
 

@@ -23,14 +23,14 @@ from anchorlog.analysis.layout_conflict.refmap import AnchorRef, SymbolTable, an
 from anchorlog.analysis.order import ge_all_nodes
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex, ref_from_input
+from anchorlog.facts.relations import ModelIndex, ref_from_input
 
 
 class _Mapper:
-    def __init__(self, model: Model, graph: Graph, index: _ModelIndex | None = None) -> None:
+    def __init__(self, model: Model, graph: Graph, index: ModelIndex | None = None) -> None:
         self.model = model
         self.graph = graph
-        self.index = index or _ModelIndex(model)
+        self.index = index or ModelIndex(model)
         self.t = SymbolTable()
 
     # -- primitives (reference §3.1) ---------------------------------------------------------------------
@@ -224,7 +224,7 @@ class _Mapper:
         return None
 
 
-def get_ref_mapping(model: Model, graph: Graph, index: _ModelIndex | None = None) -> SymbolTable:
+def get_ref_mapping(model: Model, graph: Graph, index: ModelIndex | None = None) -> SymbolTable:
     """``GraphUtils::GetRefMapping(graph)``: nodes must already be in topological order."""
     return _Mapper(model, graph, index).run()
 

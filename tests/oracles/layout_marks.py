@@ -55,7 +55,7 @@ from anchorlog.analysis.layout_conflict.attributes import (
 )
 from anchorlog.analysis.layout_conflict.refmap import AnchorRef, SymbolTable, anchor_name
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex, ref_from_input
+from anchorlog.facts.relations import ModelIndex, ref_from_input
 
 
 def is_address_refreshable(node: Node, opts: LayoutOptions) -> bool:
@@ -134,7 +134,7 @@ def ref_from_var(a: AnchorRef, table: SymbolTable) -> Node | None:
 
 
 def mark_out_types(
-    node: Node, g: Graph, opts: LayoutOptions, table: SymbolTable, index: _ModelIndex, marks: Marks
+    node: Node, g: Graph, opts: LayoutOptions, table: SymbolTable, index: ModelIndex, marks: Marks
 ) -> None:
     """``MarkOutTypes``: node-level marks, REFERENCE_OUTPUT (not for user inputs), special memory type."""
     mem_types = attr_int_list(node, OUTPUT_MEM_TYPE_LIST)
@@ -156,7 +156,7 @@ def mark_out_types(
         marks.types[a] = types or [NORMAL_OUT]
 
 
-def mark_node(node: Node, g: Graph, opts: LayoutOptions, table: SymbolTable, index: _ModelIndex, marks: Marks) -> None:
+def mark_node(node: Node, g: Graph, opts: LayoutOptions, table: SymbolTable, index: ModelIndex, marks: Marks) -> None:
     mark_in_types(node, g, opts, marks)
     mark_out_types(node, g, opts, table, index, marks)
 
@@ -191,7 +191,7 @@ def mark_all(
     nodes: list[Node],
     opts: LayoutOptions,
     table: SymbolTable,
-    index: _ModelIndex,
+    index: ModelIndex,
     *,
     lazy: bool = False,
 ) -> Marks:

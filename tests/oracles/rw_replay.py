@@ -50,7 +50,7 @@ from anchorlog.analysis.rw_conflict import (
 from anchorlog.analysis.symbols import all_nodes, out_anchor_count
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex, io_names
+from anchorlog.facts.relations import ModelIndex, io_names
 
 WHILE_TYPES = frozenset({"While", "_While", "StatelessWhile"})
 VAR_LIKE = frozenset({"Variable", "VariableV2", "RefData"})
@@ -106,7 +106,7 @@ class RWTypes:
     # ---------------------------------------------------------------------------------------------- plumbing
     def refresh_index(self) -> None:
         """Re-read graph ownership (after subgraphs were added or nodes renamed)."""
-        self.idx = _ModelIndex(self.model)
+        self.idx = ModelIndex(self.model)
         self._where: dict[str, tuple[Graph, Node]] = {}
         for g in self.model.graphs:
             for n in g.nodes.values():

@@ -8,7 +8,7 @@ from __future__ import annotations
 from anchorlog.analysis.tensor_move import PathStep
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import OP_CLASSES, _ModelIndex, ref_from_input
+from anchorlog.facts.relations import OP_CLASSES, ModelIndex, ref_from_input
 
 MULTI_BRANCH = frozenset(OP_CLASSES["multi_branch_control_flow"])
 
@@ -18,7 +18,7 @@ class ModelView:
 
     def __init__(self, model: Model) -> None:
         self.model = model
-        self.index = _ModelIndex(model)
+        self.index = ModelIndex(model)
         self.root = model.graphs[0].name if model.graphs else ""
         self.graphs = {g.name: g for g in model.graphs}
 

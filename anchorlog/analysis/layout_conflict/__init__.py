@@ -21,7 +21,7 @@ from anchorlog.analysis.fact_cache import shared_facts
 from anchorlog.analysis.registry import PassContext, register
 from anchorlog.errors import InputError
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 from anchorlog.gcpause import paused_gc
 from anchorlog.runtime.rewrite import deferred_placement
 
@@ -146,7 +146,7 @@ def _process(
     namer: IdentityNamer,
     records: list[dict[str, Any]],
     ctx: PassContext,
-    index: _ModelIndex,
+    index: ModelIndex,
 ) -> dict[str, Any]:
     """``MemLayoutConflictOptimizer::Process`` for one top static graph (``index``: the model's parent look-ups)."""
     info = graph_info(g, opts)
@@ -172,7 +172,7 @@ def _walk(
     table: SymbolTable,
     marks: Marks,
     info: GraphInfo,
-    index: _ModelIndex,
+    index: ModelIndex,
     namer: IdentityNamer,
     records: list[dict[str, Any]],
 ) -> None:
@@ -232,7 +232,7 @@ def _run(model: Model, ctx: PassContext) -> dict[str, Any]:
     namer = IdentityNamer()
     topological_sorting(model)
     # one index of subgraph owners for the whole pass: the Identities it inserts own no subgraph
-    index = _ModelIndex(model)
+    index = ModelIndex(model)
     records: list[dict[str, Any]] = []
     for g in tops:
         records.extend(solve_ctrl_node_subgraph_conflict(model, g, namer, ctx, index))
@@ -360,7 +360,7 @@ def explain_anchor(model: Model, node: str, out: int, options: Mapping[str, str]
     top = next((g for g in tops if target in all_nodes(work, g)), None)
     if top is None:
         return "\n".join(lines + ["the node is not in a static graph layout-conflict processes"])
-    index = _ModelIndex(work)
+    index = ModelIndex(work)
     info = graph_info(top, opts)
     table = get_ref_mapping(work, top, index)
     # the attributes and the ref map as layout.dl derives them for this graph (every anchor, this table)

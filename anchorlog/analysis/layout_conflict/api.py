@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 
 from .attributes import AnchorAttribute, GraphInfo, LayoutOptions, Marks, graph_info
 from .checkers import find_conflict_nodes
@@ -41,7 +41,7 @@ class AttributeBase:
     var_ref: dict[tuple[str, str, int], str] = field(default_factory=dict)  # out-anchor -> var node name
     nodes: set[tuple[str, str]] = field(default_factory=set)  # (graph, node) the rules saw
     info: GraphInfo | None = None
-    index: _ModelIndex | None = None
+    index: ModelIndex | None = None
 
     def types(
         self, a: Anchor, a2s: Mapping[Anchor, str], symbol_anchors: Sequence[Anchor]
@@ -90,7 +90,7 @@ def _derive(
     base.var_ref = {(gname, node, int(idx)): v for gname, node, idx, v in res.rows("layout_var_ref_cand", sort=False)}
     base.nodes = set(ask) if ask is not None else {(gr.name, n) for gr in model.graphs for n in gr.nodes}
     base.info = graph_info(g, opts)
-    base.index = _ModelIndex(model)
+    base.index = ModelIndex(model)
     return base
 
 

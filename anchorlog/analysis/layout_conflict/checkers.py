@@ -14,7 +14,7 @@ from typing import Any
 
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Node
-from anchorlog.facts.relations import _ModelIndex, ref_from_input
+from anchorlog.facts.relations import ModelIndex, ref_from_input
 
 from ._ge import ASSIGN_LIKE_TYPES, DATA_TYPES, PHYSICAL_ADDR_TYPES, VAR_LIKE_TYPES, memory_type_special, n_in, n_out
 from .attributes import (
@@ -67,7 +67,7 @@ class CheckContext:
     tb: list[AnchorAttribute]
     anchors: list[AnchorRef]
     info: GraphInfo
-    index: _ModelIndex
+    index: ModelIndex
     result: dict[AnchorRef, Finding]
     rule: str = ""
 
@@ -156,7 +156,7 @@ def all_in_peers(node: Node) -> list[AnchorRef]:
     return [p for k in range(n_in(node)) if (p := producer(node, k)) is not None]
 
 
-def real_out(a: AnchorRef, index: _ModelIndex) -> AnchorRef:
+def real_out(a: AnchorRef, index: ModelIndex) -> AnchorRef:
     """``GetRealOutAnchor``: follow output-reuses-input links back to the real producer."""
     seen = {a}
     while a.node.graph is not None:
@@ -169,12 +169,12 @@ def real_out(a: AnchorRef, index: _ModelIndex) -> AnchorRef:
     return a
 
 
-def all_real_in_peers(node: Node, index: _ModelIndex) -> list[AnchorRef]:
+def all_real_in_peers(node: Node, index: ModelIndex) -> list[AnchorRef]:
     """``GetAllRealInPeer``."""
     return [real_out(p, index) for p in all_in_peers(node)]
 
 
-def all_real_inputs_same_out_anchor(node: Node, index: _ModelIndex) -> bool:
+def all_real_inputs_same_out_anchor(node: Node, index: ModelIndex) -> bool:
     """``AllRealInputsAreTheSameOutAnchor``."""
     peers = all_real_in_peers(node, index)
     return bool(peers) and all(p == peers[0] for p in peers)
@@ -584,7 +584,7 @@ def find_conflict_nodes(
     anchors: list[AnchorRef],
     marks: Marks,
     info: GraphInfo,
-    index: _ModelIndex,
+    index: ModelIndex,
     candidates: set[frozenset[tuple[str, str, str, int]]] | None = None,
 ) -> dict[AnchorRef, Finding]:
     """``FindConflictNodes``: every pair ``i < j`` of the symbol's anchors, attribute pairs in list order.

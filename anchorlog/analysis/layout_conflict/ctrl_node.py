@@ -15,7 +15,7 @@ from typing import Any
 
 from anchorlog.errors import PassFailure
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 from anchorlog.runtime.rewrite import insert_node_before_anchors
 
 from ._ge import (
@@ -54,7 +54,7 @@ def netoutput_of(g: Graph) -> Node:
     raise PassFailure(f"subgraph {g.name} has no NetOutput", g.name)
 
 
-def check_one_subgraph(model: Model, sg: Graph, index: _ModelIndex, ctx: Any = None) -> list[Conflict]:
+def check_one_subgraph(model: Model, sg: Graph, index: ModelIndex, ctx: Any = None) -> list[Conflict]:
     """``CheckOneSubGraphConflict``: branch outputs that must not alias what they alias. ``ctx``: the pass
     context whose shared fact database the branch's symbol table is computed on (default: a private one)."""
     net = netoutput_of(sg)
@@ -111,7 +111,7 @@ def while_body_data_to_netoutput(model: Model, body: Graph) -> tuple[list[Node],
     return changed, bypass
 
 
-def while_needs_output_identity(model: Model, body: Graph, index: _ModelIndex, ctx: Any = None) -> tuple[bool, str]:
+def while_needs_output_identity(model: Model, body: Graph, index: ModelIndex, ctx: Any = None) -> tuple[bool, str]:
     """``IsWhileNeedInsertIdentityAtOutput`` with the reason."""
     net = netoutput_of(body)
     if n_in(net) != 1:
@@ -143,7 +143,7 @@ def _first_consumers(changed: list[Node]) -> list[Conflict]:
     ]
 
 
-def check_while(model: Model, w: Node, index: _ModelIndex, ctx: Any = None) -> tuple[list[Conflict], list[Node]]:
+def check_while(model: Model, w: Node, index: ModelIndex, ctx: Any = None) -> tuple[list[Conflict], list[Node]]:
     """``CheckWhileConflict``: (output-Identity anchors, body Data nodes needing an input Identity)."""
     body = subgraph(model, w, 1)
     if body is None:
@@ -183,13 +183,13 @@ def _solve_nodes(
 
 
 def solve_ctrl_node_subgraph_conflict(
-    model: Model, static_graph: Graph, namer: IdentityNamer, ctx: Any = None, index: _ModelIndex | None = None
+    model: Model, static_graph: Graph, namer: IdentityNamer, ctx: Any = None, index: ModelIndex | None = None
 ) -> list[dict[str, Any]]:
     """``SolveCtrlNodeSubGraphConflict`` over ``GetAllNodes(static_graph)`` (a snapshot). ``ctx``: the pass
     context (its shared fact database serves every branch's symbol table, kept in step with the Identities
     inserted here); ``index``: the model's parent look-ups, when the caller has them (built otherwise)."""
     records: list[dict[str, Any]] = []
-    index = index if index is not None else _ModelIndex(model)
+    index = index if index is not None else ModelIndex(model)
     for node in all_nodes(model, static_graph):
         if node.type in IF_TYPES or node.type in CASE_TYPES:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
@@ -213,7 +213,7 @@ def solve_ctrl_node_subgraph_conflict(
 
 def ctrl_node_subgraph_has_conflict(model: Model, g: Graph, ctx: Any = None) -> bool:
     """``IsCtrlNodeSubgraphExistMemConflictSymbol``: any If/Case/While of ``g`` would get an Identity."""
-    index = _ModelIndex(model)
+    index = ModelIndex(model)
     for node in all_nodes(model, g):
         if node.type in IF_TYPES or node.type in CASE_TYPES:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
@@ -231,7 +231,7 @@ def ctrl_node_subgraph_has_conflict(model: Model, g: Graph, ctx: Any = None) -> 
 def ctrl_node_conflicts(model: Model, g: Graph, ctx: Any = None) -> list[Conflict]:
     """Every anchor the control-node step would give an Identity (If/Case branch outputs, While body outputs
     and the first consumer of each index-changing body Data), with the reason; nothing is inserted."""
-    index = _ModelIndex(model)
+    index = ModelIndex(model)
     found: list[Conflict] = []
     for node in all_nodes(model, g):
         if node.type in IF_TYPES or node.type in CASE_TYPES:

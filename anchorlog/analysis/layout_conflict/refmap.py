@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from anchorlog.facts.graph import Graph, Model, Node
-from anchorlog.facts.relations import _ModelIndex
+from anchorlog.facts.relations import ModelIndex
 
 
 class AnchorRef(NamedTuple):
@@ -55,7 +55,7 @@ class SymbolTable:
 
 
 def get_ref_mapping(
-    model: Model, graph: Graph, index: _ModelIndex | None = None, *, ctx: Any = None, db: Any = None
+    model: Model, graph: Graph, index: ModelIndex | None = None, *, ctx: Any = None, db: Any = None
 ) -> SymbolTable:
     """``GraphUtils::GetRefMapping(graph)`` from the shared rule-computed table, in GE's DFS node order
     (``ctx``: a pass context whose shared fact database to use; ``db``: a fact database of ``model``).
