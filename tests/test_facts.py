@@ -50,6 +50,7 @@ def test_schema_has_the_agreed_relations_and_column_orders():
     assert COLUMNS["data_edge"] == ("graph", "src", "src_out", "dst", "dst_in")
     assert COLUMNS["ctrl_edge"] == ("graph", "src", "dst")
     assert COLUMNS["graph"] == ("graph", "model", "parent_graph", "parent_node", "is_root")
+    assert COLUMNS["graph_attr"] == ("graph", "key", "kind", "value")
     assert COLUMNS["node_prop"] == ("graph", "node", "pos", "id", "stream_id", "n_in", "n_out")
     assert COLUMNS["parent_in"] == ("subgraph", "data_node", "parent_graph", "parent_node", "parent_in")
     assert COLUMNS["parent_out"] == ("subgraph", "netoutput", "net_in", "parent_graph", "parent_node", "parent_out")
@@ -656,3 +657,13 @@ def test_origin_shape_attr_that_is_no_integer_list(value, column):
     assert out[7] == column
     (ta,) = rows(db, "tensor_attr", node="r", key="origin_shape")
     assert ta[5:] == attr_fact_value(attr)
+
+
+def test_graph_attrs_are_facts_of_their_graph():
+    m = if_model()
+    m.graph("then").attrs["_graph_unknown_flag"] = Attr.of(True)
+    m.root.attrs["note"] = Attr.of("x")
+    db = FactDB.from_model(m)
+    assert sorted(db.rows("graph_attr")) == [("root", "note", "s", "x"), ("then", "_graph_unknown_flag", "b", 1)]
+    db.refresh_graph("then", m)  # graph-level rows follow the graph
+    assert sorted(db.rows("graph_attr")) == [("root", "note", "s", "x"), ("then", "_graph_unknown_flag", "b", 1)]

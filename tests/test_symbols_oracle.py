@@ -170,11 +170,6 @@ def test_rules_equal_oracle_with_merges_and_bare_data_like_ops() -> None:
     assert a2s[("body", "body_in", "out", 0)] == a2s[("body", "body_aipp", "out", 0)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: graph attributes are not facts, so symbols.dl exempts only root-owned wrappers and misses "
-    "an owner graph flagged _graph_unknown_flag (needs a graph_attr relation)",
-)
 def test_rules_equal_oracle_with_an_unknown_shape_wrapper_in_an_unknown_shape_subgraph() -> None:
     """A wrapper marked ``_is_unknown_shape`` inside a subgraph whose graph carries ``_graph_unknown_flag`` is
     exempt too (§1.4: its owner graph is unknown-shape): its body's Data / NetOutput stay plain nodes."""

@@ -204,6 +204,7 @@ def _used_outputs(gr: Graph) -> dict[str, int]:
 # the fact relations symbols.dl reads (a private database derives only these)
 SYMBOL_RELATIONS = (
     "graph",
+    "graph_attr",
     "node",
     "node_attr",
     "in_anchor",

@@ -261,7 +261,7 @@ SYMBOL_OUTPUTS = ("tm_symbol", "tm_merged")
 ALL_OUTPUTS = DECISION_OUTPUTS + REPORT_OUTPUTS + ("tm_pending_cycle",) + SYMBOL_OUTPUTS
 
 # Relations copied whole into the slice (small), and those copied for the demanded nodes (column naming the node)
-_SLICE_WHOLE = ("graph", "subgraph", "parent_in", "parent_out", "op_class")
+_SLICE_WHOLE = ("graph", "graph_attr", "subgraph", "parent_in", "parent_out", "op_class")
 _SLICE_BY_NODE = {
     "node": "name",
     "node_prop": "node",

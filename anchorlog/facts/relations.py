@@ -51,6 +51,7 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
         ("parent_node", "symbol"),
         ("is_root", "number"),
     ),
+    "graph_attr": (("graph", "symbol"), ("key", "symbol"), ("kind", "symbol"), ("value", "value")),
     "node": (("graph", "symbol"), ("name", "symbol"), ("type", "symbol")),
     "node_prop": (
         ("graph", "symbol"),
@@ -138,6 +139,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {rel: tuple(c for c, _ in cols) for rel, c
 # Relations whose rows belong to one graph, and the column naming that graph (what refresh_graph replaces).
 GRAPH_COLUMN: dict[str, str] = {
     "graph": "graph",
+    "graph_attr": "graph",
     "node": "graph",
     "node_prop": "graph",
     "node_attr": "graph",
@@ -155,6 +157,7 @@ GRAPH_COLUMN: dict[str, str] = {
 # Indexes on the join columns, created after bulk loads.
 INDEXES: dict[str, tuple[tuple[str, ...], ...]] = {
     "graph": (("graph",), ("model",), ("parent_graph", "parent_node")),
+    "graph_attr": (("graph", "key"),),
     "node": (("graph", "name"), ("type",)),
     "node_prop": (("graph", "node"),),
     "node_attr": (("graph", "node", "key"), ("key",)),
@@ -524,6 +527,10 @@ def _graph_rows(
             t["graph"].append((gq, model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
         else:
             t["graph"].append((gq, model_name, "", "", 1 if is_root else 0))
+    if "graph_attr" in want and only_nodes is None:
+        rows = t["graph_attr"]
+        for key, a in graph.attrs.items():
+            rows.append((gq, key, *attr_fact_value(a)))
 
     w_node, w_prop, w_attr = "node" in want, "node_prop" in want, "node_attr" in want
     w_de, w_ce, w_in, w_out = "data_edge" in want, "ctrl_edge" in want, "in_anchor" in want, "out_anchor" in want
