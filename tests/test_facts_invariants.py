@@ -41,16 +41,22 @@ def random_models(draw) -> Model:
             if node.num_inputs:
                 b.reuse_input(name, 0, draw(st.integers(0, node.num_inputs - 1)))
     if draw(st.booleans()):
-        b.node("w:While", inputs=2, outputs=2)
+        add_while_with_add_body(b)
         b.edge(names[0], 0, "w", 0)
-        body = b.subgraph("body", owner="w", index=1)
-        body.data("bx", 0)
-        body.data("by", 1)
-        body.chain("bx", "bz:Add")
-        body.chain("by", "bz")
-        body.output("bz", 0)
-        body.output("by", 1)
     return b.build()
+
+
+def add_while_with_add_body(b: GraphBuilder) -> None:
+    """A While ``w`` (2 inputs, 2 outputs, inputs left to the caller) whose body ``body`` adds its two Data
+    into output 0 and passes the second through to output 1."""
+    b.node("w:While", inputs=2, outputs=2)
+    body = b.subgraph("body", owner="w", index=1)
+    body.data("bx", 0)
+    body.data("by", 1)
+    body.chain("bx", "bz:Add")
+    body.chain("by", "bz")
+    body.output("bz", 0)
+    body.output("by", 1)
 
 
 def check_against_ir(model: Model, db: FactDB) -> None:
