@@ -441,3 +441,32 @@ def test_blocks_that_do_not_repeat_take_the_plain_path():
     assert_same(text(1200, 1200), cut=False)  # 1200 distinct blocks, each once
     assert_same(text(1200, 250), cut=True)  # few distinct ones: cut
     assert_same(text(4800, 1100), cut=True)  # many distinct ones, but each about 4 times
+
+
+def test_text_reads_in_threads_give_the_models_of_reads_one_by_one():
+    """The cut path's per-read state is module-level: concurrent reads (threads) must not see each other's
+    blocks or shared origin attrs, nor turn a bad text into a model."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [ge_io.model_to_text(generate_transformer(nodes=n, seed=s)) for n, s in ((600, 1), (900, 2), (700, 3))]
+    bad = texts[0].replace("output_desc {", "output_desc {{", 1)
+    expected = [ge_io.model_to_text(ge_io.read_model_text(t)) for t in texts]
+
+    def shared_origins(m: Model) -> int:  # distinct origin attr objects: one per distinct value within a read
+        return len({id(d.attrs[k]) for g in m.graphs for n in g.nodes.values()
+                    for d in (*n.input_desc, *n.output_desc) for k in ("origin_format", "origin_shape")
+                    if k in d.attrs})  # fmt: skip
+
+    expected_sharing = [shared_origins(ge_io.read_model_text(t)) for t in texts]
+
+    def read(t: str) -> tuple[str, int] | str:
+        try:
+            m = ge_io.read_model_text(t)
+        except InputError:
+            return "error"
+        return ge_io.model_to_text(m), shared_origins(m)
+
+    work = [*texts, bad] * 4
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(read, work))
+    assert got == [*zip(expected, expected_sharing), "error"] * 4

@@ -34,6 +34,7 @@ import mmap
 import os
 import re
 import struct
+import threading
 from typing import Any
 
 from anchorlog.errors import InputError
@@ -2300,14 +2301,21 @@ def _read_cut_text(text: str) -> Model | None:
 # ----------------------------------------------------------------------------------------------------------
 # Public entry points
 # ----------------------------------------------------------------------------------------------------------
+# The text path keeps per-read state at module level (_CUT: the cut blocks; _ORIGIN_ATTRS/_ORIGIN_IDS: the origin
+# attrs shared within one model), read in its innermost loops where a thread-local look-up would cost; reads of
+# text are therefore one at a time (they hold the GIL throughout anyway).
+_TEXT_READ_LOCK = threading.RLock()
+
+
 def read_model_text(text: str, source: str = "<text>", *, validate: bool = True) -> Model:
-    """Parse a ``ge.proto.ModelDef`` in protobuf text format."""
-    try:
-        with paused_gc(settle=True):
-            return _read_model_text(text, source, validate)
-    finally:
-        _ORIGIN_ATTRS.clear()  # sharing is per model
-        _ORIGIN_IDS.clear()
+    """Parse a ``ge.proto.ModelDef`` in protobuf text format (thread-safe: concurrent reads run one at a time)."""
+    with _TEXT_READ_LOCK:
+        try:
+            with paused_gc(settle=True):
+                return _read_model_text(text, source, validate)
+        finally:
+            _ORIGIN_ATTRS.clear()  # sharing is per model
+            _ORIGIN_IDS.clear()
 
 
 def _read_model_text(text: str, source: str, validate: bool) -> Model:
