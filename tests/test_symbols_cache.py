@@ -11,6 +11,7 @@ from anchorlog.analysis.symbols import (
     assemble_symbol_table,
     cached_node_order,
     cached_symbol_table,
+    symbol_inputs,
     symbol_table,
     symbol_table_rules,
 )
@@ -93,7 +94,7 @@ def test_assembly_from_founder_pairs_and_from_named_rows_agree() -> None:
     order = node_order_rows(m)
     res = Program.from_file(SYMBOLS_DL).run(
         db,
-        extra={"node_order": order, "sym_top": [], "sym_all": [(1,)]},
+        extra=symbol_inputs(order, whole=True),
         outputs=[*SYMBOL_ROWS.values(), "anchor_tree"],
     )
     by_pairs = assemble_symbol_table(res, "g", order=order)

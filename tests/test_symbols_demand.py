@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from anchorlog.analysis.order import node_order_rows
-from anchorlog.analysis.symbols import SYMBOLS_DL
+from anchorlog.analysis.symbols import SYMBOLS_DL, symbol_inputs
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
@@ -75,8 +75,9 @@ def assert_demand_equal(m: Model, prog: Program) -> None:
     db = FactDB.from_model(m)
     for g in m.graphs:
         top = None if g is m.root else g.name
-        base = {"node_order": node_order_rows(m, g), "sym_top": [(top,)] if top else []}
-        whole = prog.run(db, extra={**base, "sym_all": [(1,)]}, outputs=WHOLE)
+        order = node_order_rows(m, g)
+        base = symbol_inputs(order, top)
+        whole = prog.run(db, extra=symbol_inputs(order, top, whole=True), outputs=WHOLE)
         name_in = {a: (gn, n, i) for gn, n, i, a in whole.set("in_aid")}
         name_out = {a: (gn, n, i) for gn, n, i, a in whole.set("out_aid")}
         tree = whole.set("tree_root")

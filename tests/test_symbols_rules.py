@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from anchorlog.analysis.order import node_order_rows
-from anchorlog.analysis.symbols import SYMBOLS_DL
+from anchorlog.analysis.symbols import SYMBOLS_DL, symbol_inputs
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
@@ -59,7 +59,7 @@ def assert_founders_equal(m: Model, prog: Program) -> None:
     db = FactDB.from_model(m)
     for g in m.graphs:
         top = None if g is m.root else g.name
-        extra = {"node_order": node_order_rows(m, g), "sym_top": [(top,)] if top else [], "sym_all": [(1,)]}
+        extra = symbol_inputs(node_order_rows(m, g), top, whole=True)
         res = prog.run(
             db, extra=extra, outputs=["plain_sym_root", "plain_tree_root", "tree_root", "sym_root", "tree_link"]
         )

@@ -299,13 +299,22 @@ def symbol_table_rules(
     return _rules_table(db, order, gname, engine)
 
 
+def symbol_inputs(
+    order: list[tuple[str, str, int]], top: str | None = None, *, whole: bool = False
+) -> dict[str, list[tuple]]:
+    """The input relations of ``symbols.dl`` (as ``extra=`` of a run): GE's node ``order`` (``node_order`` rows),
+    the mapped graph ``top`` (None: each root graph) and, with ``whole``, every anchor asked (the whole table;
+    otherwise the including program asks through ``sym_ask_in`` / ``sym_ask_out`` / ``sym_ask_members``)."""
+    return {
+        "node_order": order,
+        "sym_top": [(top,)] if top is not None else [],
+        "sym_all": [(1,)] if whole else [],
+    }
+
+
 def _rules_table(db: Any, order: list[tuple[str, str, int]], gname: str | None, engine: str) -> SymbolTable:
     """symbols.dl on ``db`` with GE's ``order`` (mapped graph ``gname``; None: each root graph), laid out."""
-    extra: dict[str, list[tuple]] = {
-        "node_order": order,
-        "sym_top": [(gname,)] if gname is not None else [],
-        "sym_all": [(1,)],  # every anchor asked: the whole table
-    }
+    extra = symbol_inputs(order, gname, whole=True)
     res = _program().run(db, engine=_pick_engine(engine, len(order)), extra=extra, outputs=_RULE_OUTPUTS)
     return assemble_symbol_table(
         res,
@@ -352,11 +361,10 @@ def asked_symbol_table(model: Model, ctx: Any, program: Any, tree: str, *, engin
 
     g = model.resolve_graph(None)
     order = cached_node_order(model, ctx, g)
-    extra: dict[str, list[tuple]] = {"node_order": order, "sym_top": []}
     res = program.run(
         shared_facts(model, ctx),
         engine=_pick_engine(engine, len(order)),
-        extra=extra,
+        extra=symbol_inputs(order),
         outputs=[tree, *DEMAND_ROWS.values()],
     )
     graph_of: dict[str, str] = {}

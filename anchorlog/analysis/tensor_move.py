@@ -1332,15 +1332,15 @@ def derive_facts(
     if set(SYMBOL_OUTPUTS) & set(outputs):
         from anchorlog.analysis.graph_lint import topo_positions
         from anchorlog.analysis.rw_conflict import io_name_rows
-        from anchorlog.analysis.symbols import node_order
+        from anchorlog.analysis.symbols import node_order, symbol_inputs
 
         extra = {
             "tm_seed": seed,
             "io_name": io_name_rows(model),
             "rw_unprimed": [],
-            "node_order": node_order(model),
-            "sym_top": [],
-            "sym_all": [(1,)],  # the whole table (tm_symbol / tm_merged read anchor_symbol)
+            **symbol_inputs(
+                node_order(model), whole=True
+            ),  # the whole table (tm_symbol / tm_merged read anchor_symbol)
             "reach_pos": topo_positions(model),
             **reuse.rows(),
         }

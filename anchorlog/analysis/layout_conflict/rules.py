@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anchorlog.analysis.symbols import symbol_inputs
 from anchorlog.facts.graph import Graph, Model
 
 from ._ge import INPUT_MEM_TYPE_LIST, OUTPUT_MEM_TYPE_LIST, attr_int_list
@@ -76,7 +77,7 @@ def layout_inputs(
     model: Model, g: Graph, opts: LayoutOptions, *, scope_all: bool = False
 ) -> dict[str, list[tuple[Any, ...]]]:
     """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, the tables, and
-    no node order (no symbols: callers that want them add ``node_order`` / ``sym_top``). ``scope_all``: mark
+    no node order (no symbols: callers that want them add ``symbols.symbol_inputs``). ``scope_all``: mark
     the anchors of every graph of the model, not only ``g`` and its nested subgraphs (the hypothetical-table
     API)."""
     # the memory types of every node of the model: the rules use them only on the scoped graphs (lay_graph), so
@@ -93,8 +94,7 @@ def layout_inputs(
     return {
         "layout_ctx": [(g.name,)],
         "layout_scope_all": [(1,)] if scope_all else [],
-        "node_order": [],
-        "sym_top": [],
+        **symbol_inputs([]),
         "layout_fm_graph": [(x.name,) for x in model.graphs if is_graph_feature_map_refreshable(x, opts)],
         "layout_dead_checker": [],
         "layout_mem_type": mem_rows,
@@ -142,8 +142,7 @@ def _run(
 
     extra = layout_inputs(model, g, opts)
     extra["layout_dead_checker"] = [(c,) for c in sorted(dead_checkers)]
-    extra["node_order"] = node_order_rows(model, g)
-    extra["sym_top"] = [(g.name,)]
+    extra.update(symbol_inputs(node_order_rows(model, g), g.name))
     res = _program().run(db, engine=engine, extra=extra, outputs=outputs + TABLE_OUTPUTS)
     st = assemble_symbol_table(res, g.name, relations=_SUB_ROLES)
     # every anchor of a symbol has its GE name; the walked symbols are named after any of theirs
