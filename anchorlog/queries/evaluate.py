@@ -14,7 +14,6 @@ All work tables are temporary (SQLite `temp` schema) and dropped at the end; the
 
 from __future__ import annotations
 
-import gc
 import itertools
 import re
 import sqlite3
@@ -23,6 +22,7 @@ from operator import itemgetter
 from typing import Any
 
 from anchorlog.errors import AnchorlogError, RuleError
+from anchorlog.gcpause import paused_gc
 
 from .analysis import Stratum, rule_error
 from .program import TYPE_DUCKDB, TYPE_SQLITE, Program, Result, infer_types, sqlite_decl_type, value_type
@@ -85,13 +85,8 @@ def fetch_all(cur: Any) -> list:
     every 700 allocations trigger a collection; as the young tuples pile up, the older generations, finally the
     whole heap (in a pass: every object of the IR), are traversed too. Rows of plain values cannot form a cycle,
     so nothing is left for the collector to find."""
-    if not gc.isenabled():
+    with paused_gc():
         return cur.fetchall()
-    gc.disable()
-    try:
-        return cur.fetchall()
-    finally:
-        gc.enable()
 
 
 class SQLEvaluation:
