@@ -1164,15 +1164,30 @@ def _string_field(prefix: str, value: str | bytes) -> str:
 _OP_STRING_FIELDS = [(f"{p}name: ", f"{p}type: ", f"{p}input: ") for p in _IND]
 
 
+# Attribute-list element types whose equal values always print the same (so equal keys mean equal text; -0.0
+# is the one exception among them, handled where the keys are made).
+_PLAIN_ITEM_TYPES = frozenset((int, str, bytes, bool, float))
+
+
 class _TextWriter:
-    def __init__(self) -> None:
+    """Writes a model as text lines into ``out``. With ``reuse`` (the default) equal descriptor blocks and equal
+    attribute entries are formatted once per write and their text reused (see desc_block and attr_map); without
+    it every line is formatted where it stands, the reference the reuse is tested against."""
+
+    def __init__(self, reuse: bool = True) -> None:
         self.out: list[str] = []
+        self.reuse = reuse
         # Text of whole ``input_desc``/``output_desc`` blocks by what they are made of (see desc_block). A
         # transformer's 280 k descriptors take a few thousand distinct forms: readers share one Attr per
         # distinct origin attr, so attribute identities repeat. Valid for one write (the model is not edited
         # meanwhile and every keyed Attr stays alive, so its id is not reused).
         self._desc_text: dict[tuple, str] = {}
-        self._attr_heads: dict[tuple[str, int, str], str] = {}
+        self._attr_heads: dict[tuple[str, int], dict[str, str]] = {}  # (field, depth) -> key -> entry head
+        # Text of whole attribute entries (``attr { key value { ... } }``) by entry head and value key (see
+        # _entry_key): a Const's ``value`` tensor, float and list attributes repeat across ops.
+        self._entry_text: dict[tuple, str] = {}
+        if not reuse:
+            self.desc_block = self.render_desc_block  # type: ignore[method-assign]
 
     # generic trees (unknown fields, attr_groups)
     def tree(self, t: list, d: int) -> None:
@@ -1198,12 +1213,15 @@ class _TextWriter:
         # protobuf sorts map entries by key bytes; code point order is the same for UTF-8 text
         p2 = _IND[d + 2]
         close = f"{p1}}}\n{p}}}"
-        heads = self._attr_heads
-        for key in sorted(attrs):
+        heads = self._attr_heads.get((field, d))
+        if heads is None:
+            heads = self._attr_heads[(field, d)] = {}
+        entries = self._entry_text if self.reuse else None
+        for key in sorted(attrs) if len(attrs) > 1 else attrs:
             a = attrs[key]
-            head = heads.get((field, d, key))
+            head = heads.get(key)
             if head is None:  # the same few dozen keys on every op: their entry heads are made once per write
-                head = heads[(field, d, key)] = f"{p}{field} {{\n{p1}key: {quote(key)}\n{p1}value {{"
+                head = heads[key] = f"{p}{field} {{\n{p1}key: {quote(key)}\n{p1}value {{"
             kind = a.kind
             v = a.value
             # the common scalar kinds in one line each (several text lines per list element)
@@ -1214,9 +1232,57 @@ class _TextWriter:
             elif kind == "b" and not a.extra:
                 out.append(f"{head}\n{p2}b: {'true' if v else 'false'}\n{close}")
             else:
-                out.append(head)
-                self.attr(a, d + 2)
-                out.append(close)
+                value_key = self._entry_key(a, d + 2) if entries is not None else None
+                if value_key is None:
+                    out.append(head)
+                    self.attr(a, d + 2)
+                    out.append(close)
+                    continue
+                entry_key = (head, value_key)  # the head string stands for (field, depth, key)
+                try:
+                    text = entries.get(entry_key)
+                except TypeError:  # an unhashable value inside (e.g. in a list): written without the cache
+                    entry_key = None
+                    text = None
+                if text is None:
+                    mark = len(out)
+                    out.append(head)
+                    self.attr(a, d + 2)
+                    out.append(close)
+                    text = "\n".join(out[mark:])
+                    del out[mark:]
+                    if entry_key is not None:
+                        entries[entry_key] = text
+                out.append(text)
+
+    def _entry_key(self, a: Attr, d: int) -> tuple | None:
+        """A hashable key of what ``a`` (written at depth ``d``) prints as: equal keys give equal text. None when
+        the entry is written without reuse (unknown fields, -0.0 beside 0.0, element types not known to print
+        the same when equal, kinds that rarely repeat)."""
+        if a.extra:
+            return None
+        kind = a.kind
+        v = a.value
+        if kind == "list":
+            if v.other:
+                return None
+            items = v.items
+            types = tuple(map(type, items))
+            if not _PLAIN_ITEM_TYPES.issuperset(types) or (float in types and 0.0 in items):
+                return None
+            return (kind, v.kind, v.val_type, types, *items)
+        if kind == "t":
+            desc = v.desc
+            data = v.data
+            if v.extra or type(data) is not bytes:
+                return None
+            # the descriptor's own text (reused as well) stands for it: equal text, equal entry
+            return (kind, None if desc is None else self.desc_block("desc", desc, d + 1), data)
+        if kind == "td":
+            return (kind, self.desc_block("td", v, d))
+        if kind in _VALUE_KINDS and type(v) in _PLAIN_ITEM_TYPES and not (type(v) is float and v == 0.0):
+            return (kind, type(v), v)
+        return None
 
     def attr(self, a: Attr, d: int) -> None:
         out = self.out
@@ -1376,6 +1442,8 @@ class _TextWriter:
     def desc_block(self, field: str, td: TensorDesc, d: int) -> str:
         """``field { <td> }`` at depth ``d`` as one multi-line string, the same lines :meth:`tensor_desc`
         writes; equal descriptors (same plain fields, same Attr objects under the same keys) share one text."""
+        if td.extra:
+            return self.render_desc_block(field, td, d)
         shape = td.shape
         attrs = td.attrs
         key = (
@@ -1383,25 +1451,23 @@ class _TextWriter:
             d,
             td.name,
             td.dtype,
-            None if shape is None else tuple(shape),
             td.layout,
             td.size,
             td.reuse_input,
             td.reuse_input_index,
-            tuple(attrs),
-            tuple(map(id, attrs.values())),
-            tuple(td.other.items()) if td.other else (),
-            len(td.extra),
+            None if shape is None else (*shape,),
+            len(attrs),
+            *attrs,
+            *map(id, attrs.values()),
         )
+        if td.other:
+            key += tuple(td.other.items())
         try:
             text = self._desc_text.get(key)
         except TypeError:  # an unhashable value among the other fields: written without the cache
-            key = None
-            text = None
+            return self.render_desc_block(field, td, d)
         if text is None:
-            text = self.render_desc_block(field, td, d)
-            if key is not None and not td.extra:
-                self._desc_text[key] = text
+            text = self._desc_text[key] = self.render_desc_block(field, td, d)
         return text
 
     def render_desc_block(self, field: str, td: TensorDesc, d: int) -> str:
@@ -1420,14 +1486,24 @@ class _TextWriter:
         p = _IND[d]
         other = n.other
         name_field, type_field, input_field = _OP_STRING_FIELDS[d]
-        out.append(_string_field(name_field, n.name))
-        if n.type:
-            out.append(_string_field(type_field, n.type))
+        name = n.name
+        op_type = n.type
+        needs_escape = _NEEDS_ESCAPE.search
+        if type(name) is str and type(op_type) is str and op_type and not needs_escape(name + op_type):
+            out.append(f'{name_field}"{name}"\n{type_field}"{op_type}"')  # the common case as one piece
+        else:
+            out.append(_string_field(name_field, name))
+            if op_type:
+                out.append(_string_field(type_field, op_type))
         if n.input_text:
             out.extend(_string_field(input_field, s) for s in _input_strings(n))
         else:
             for a in n.inputs:
-                out.append(f'{p}input: ""' if a is None else _string_field(input_field, f"{a[0]}:{a[1]}"))
+                if a is None:
+                    out.append(f'{p}input: ""')
+                else:
+                    s = f"{a[0]}:{a[1]}"
+                    out.append(input_field + quote(s) if needs_escape(s) else f'{input_field}"{s}"')
             for c in n.ctrl_inputs:
                 out.append(_string_field(input_field, c + ":-1"))
         self.attr_map(n.attrs, d)
@@ -1439,10 +1515,11 @@ class _TextWriter:
             out.append(f"{p}stream_id: {int(n.stream_id)}")
         if other:
             self.other_fields(other, OP_OTHER, 23, 33, d)
+        desc_block = self.desc_block
         for td in n.input_desc:
-            out.append(self.desc_block("input_desc", td, d))
+            out.append(desc_block("input_desc", td, d))
         for td in n.output_desc:
-            out.append(self.desc_block("output_desc", td, d))
+            out.append(desc_block("output_desc", td, d))
         for s in n.subgraph_names:
             out.append(f"{p}subgraph_name: {quote(s)}")
         if n.extra:
