@@ -1160,6 +1160,8 @@ def _string_field(prefix: str, value: str | bytes) -> str:
     return prefix + quote(value)
 
 
+# The closing lines of an attribute entry (`  }` of its value, `}` of the entry) at each depth.
+_ENTRY_CLOSE = [f"{_IND[d + 1]}}}\n{_IND[d]}}}" for d in range(len(_IND) - 1)]
 # The `name: ` / `type: ` / `input: ` line heads of an op's fields at each depth.
 _OP_STRING_FIELDS = [(f"{p}name: ", f"{p}type: ", f"{p}input: ") for p in _IND]
 
@@ -1212,7 +1214,7 @@ class _TextWriter:
         p1 = _IND[d + 1]
         # protobuf sorts map entries by key bytes; code point order is the same for UTF-8 text
         p2 = _IND[d + 2]
-        close = f"{p1}}}\n{p}}}"
+        close = _ENTRY_CLOSE[d]
         heads = self._attr_heads.get((field, d))
         if heads is None:
             heads = self._attr_heads[(field, d)] = {}
@@ -1532,10 +1534,13 @@ class _TextWriter:
             out.append(f"{p}name: {quote(g.name)}")
         out.extend(f"{p}input: {quote(x)}" for x in g.input)
         out.extend(f"{p}output: {quote(x)}" for x in g.output)
+        op_open = f"{p}op {{"
+        op_close = f"{p}}}"
+        node = self.node
         for n in g.nodes.values():
-            out.append(f"{p}op {{")
-            self.node(n, d + 1)
-            out.append(f"{p}}}")
+            out.append(op_open)
+            node(n, d + 1)
+            out.append(op_close)
         self.attr_map(g.attrs, d)
         self.other_fields(g.other, GRAPH_OTHER, 0, 99, d)
         if g.extra:
