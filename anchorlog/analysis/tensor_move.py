@@ -39,6 +39,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,15 +193,28 @@ class TMSymbols:
     differ from the whole (symbol names colliding across graphs), the whole table
     (:func:`anchorlog.analysis.symbols.symbol_table`)."""
 
-    def __init__(self, model: Model, ctx: PassContext | None = None) -> None:
+    def __init__(
+        self, model: Model, ctx: PassContext | None = None, ask: Iterable[tuple[str, str]] | None = None
+    ) -> None:
+        """``ask``: the TensorMoves whose anchors the pass may look up (default every TensorMove); the table then
+        holds their classes (and those of every union, Merge and late link), the whole table's for them. Looking
+        up another TensorMove is an internal error (:meth:`symbol`)."""
         from anchorlog.analysis.symbols import asked_symbol_table, symbol_table
 
+        self.asked: frozenset[tuple[str, str]] | None = frozenset(ask) if ask is not None else None
         table = None
         if ctx is not None:  # over the pipeline's shared fact database (no private fact build)
-            table = asked_symbol_table(model, ctx, _program(TM_SYMTAB_DL), "tm_sym_tree")
+            program: Any = _program(TM_SYMTAB_DL)
+            if self.asked is not None:
+                program = _WithInputs(program, {"tm_sym_only": [(1,)], "tm_sym_ask": sorted(self.asked)})
+            table = asked_symbol_table(model, ctx, program, "tm_sym_tree")
         a2s, s2a = table.as_pair() if table is not None else symbol_table(model, ctx=ctx)
         self.a2s: dict[tuple, str] = dict(a2s)
         self.s2a: dict[str, list[tuple]] = {s: list(v) for s, v in s2a.items()}
+
+    def covers(self, graph: str, tm: str) -> bool:
+        """Was the table asked about TensorMove ``tm``'s anchors?"""
+        return self.asked is None or (graph, tm) in self.asked
 
     def symbol(self, graph: str, node: str, io: str, idx: int) -> str | None:
         return self.a2s.get((graph, node, io, idx))
@@ -274,6 +288,18 @@ _SLICE_BY_NODE = {
 _SLICE_TENSOR_KEYS = ("_parent_node_index", "_special_input_size")  # the tensor attrs rw_types.dl reads
 
 
+class _WithInputs:
+    """A rule program whose runs get these input relations on top of the caller's (``asked_symbol_table`` runs
+    the program it is given with its own inputs only)."""
+
+    def __init__(self, program: Any, inputs: dict[str, list[tuple]]) -> None:
+        self.program = program
+        self.inputs = inputs
+
+    def run(self, db: Any, *, extra: dict[str, Any] | None = None, **kw: Any) -> Any:
+        return self.program.run(db, extra={**(extra or {}), **self.inputs}, **kw)
+
+
 def _program(path: Path) -> Any:
     from anchorlog.queries import Program
 
@@ -317,7 +343,17 @@ class TMRules:
     stale TensorMoves' neighbourhood holds, not what the graph holds. The cycle check of pending ordering edges (``tm_cycle.dl``) needs the whole graph and
     runs over the whole database, only when there are pending edges."""
 
-    def __init__(self, model: Model, db: Any, *, engine: str, primed: bool, reuse: ReuseConfig) -> None:
+    def __init__(
+        self,
+        model: Model,
+        db: Any,
+        *,
+        engine: str,
+        primed: bool,
+        reuse: ReuseConfig,
+        io_rows: list[tuple] | None = None,
+    ) -> None:
+        """``io_rows``: :func:`~anchorlog.analysis.rw_conflict.io_name_rows` of ``model`` when the caller has them."""
 
         self.model = model
         self.db = db
@@ -331,6 +367,7 @@ class TMRules:
         self.index = ModelIndex(model)  # subgraph owners: TensorMove deletions leave them as they are
         self._owner = {sg: (pg.name, pn.name) for sg, (pg, pn, _i) in self.index.owner.items()}
         self._io_rows: dict[tuple[str, str], list[tuple]] | None = None
+        self._io_given = io_rows
         self._reach_pos: list[tuple] | None = None
         self.runs = 0
 
@@ -348,7 +385,11 @@ class TMRules:
 
             # unprimed RW caches hold no ref relations: no names to match
             by_node: dict[tuple[str, str], list[tuple]] = {}
-            for r in io_name_rows(self.model) if self.primed else []:
+            if not self.primed:
+                rows: list[tuple] = []
+            else:
+                rows = self._io_given if self._io_given is not None else io_name_rows(self.model)
+            for r in rows:
                 by_node.setdefault((r[0], r[1]), []).append(r)
             self._io_rows = by_node
         return [r for k in sorted(nodes) for r in self._io_rows.get(k, ())]
@@ -700,11 +741,13 @@ class TensorMoveDecider:
         t0 = time.process_time()
         n_before = model.num_nodes()
         primed = False
+        io_rows: list[tuple] | None = None
         if mode in ("full", "rw"):
             try:
                 # rules over the run's shared fact database; only what the initialisation reads (the pass asks its
                 # own types through tensor_move.dl)
-                RWTypes.init_rw_conflict_check(model, self.ctx, init_only=True)
+                rw = RWTypes.init_rw_conflict_check(model, self.ctx, init_only=True)
+                io_rows = rw._io_rows  # noqa: SLF001 - the op names the initialisation read (see below)
                 self.rw_state = "primed"
                 primed = True
             except AnchorlogError as err:
@@ -719,25 +762,35 @@ class TensorMoveDecider:
         self._owed: dict[str, set[str]] = {}
         t2 = time.process_time()
         self.timings["facts_s"] = round(t2 - t1, 3)  # shared per pipeline run: built once, then refreshed
-        self.symbols: TMSymbols | None = None
-        self._layout_ask: frozenset[tuple[str, str]] | None = None  # the nodes rule 5 asks layout.dl about
-        self.symbol_state = "not built"
-        if mode in ("full", "symbols"):
-            try:
-                self.symbols = TMSymbols(model, self.ctx)
-                self.symbol_state = "built"
-            except AnchorlogError as err:
-                self.symbol_state = f"failed ({err}); layout rule skipped"
-        t3 = time.process_time()
-        self.timings["symbol_table_s"] = round(t3 - t2, 3)
-        self.rules = TMRules(model, facts_db, engine=self.ctx.engine, primed=primed, reuse=self.reuse)
+        # the io_name rows of the initialisation are the graph's unless it inserted Identities (which carry names)
+        self.rules = TMRules(
+            model,
+            facts_db,
+            engine=self.ctx.engine,
+            primed=primed,
+            reuse=self.reuse,
+            io_rows=io_rows if not self.rw_inserted else None,
+        )
         self.facts = TMFacts()
         self.version = 0  # bumped by every rewrite; facts derived before the last ctrl edge addition re-check
         self.ctrl_version = 0
         seed = [(g.name, n.name) for g in model.graphs for n in g.nodes.values() if n.type == "TensorMove"]
         self.facts.load(seed, self.rules.derive(seed), self.version)
+        t3 = time.process_time()
+        self.timings["rules_s"] = round(t3 - t2, 3)
+        # the symbol table (GE builds it in Init, before any deletion, on the same graph as these facts): asked
+        # only for the TensorMoves that can reach Rule 5 (:meth:`_symbol_asks`)
+        self.symbols: TMSymbols | None = None
+        self._layout_ask: frozenset[tuple[str, str]] | None = None  # the nodes rule 5 asks layout.dl about
+        self.symbol_state = "not built"
+        if mode in ("full", "symbols"):
+            try:
+                self.symbols = TMSymbols(model, self.ctx, ask=self._symbol_asks(seed))
+                self.symbol_state = "built"
+            except AnchorlogError as err:
+                self.symbol_state = f"failed ({err}); layout rule skipped"
         t4 = time.process_time()
-        self.timings["rules_s"] = round(t4 - t3, 3)
+        self.timings["symbol_table_s"] = round(t4 - t3, 3)
         self.stale: set[tuple[str, str]] = set()
         self.deleted: set[tuple[str, str]] = set()
         self.verdicts: dict[tuple[str, str], Verdict] = {}
@@ -753,6 +806,35 @@ class TensorMoveDecider:
         self.looked_through = 0
         self._derive_look_through(seed)
         self.timings["look_through_s"] = round(time.process_time() - t4, 3)
+
+    def _symbol_asks(self, seed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The TensorMoves whose symbols Rule 5 may look up: all but those the first derivation keeps for good
+        before Rule 5, whatever is deleted later -- a reserved attribute (the TensorMove's own), a multi-branch
+        source, or a special source (Rule 1) with a successor that is a NetOutput, passes the input on (ref) or
+        owns subgraphs and is no TensorMove. Why for good: a deletion removes one TensorMove and re-feeds its
+        consumers from its producer, so a path entry that is no TensorMove stays on the path (the source with
+        it), and an edge from the kept TensorMove into a successor that is no TensorMove stays; those
+        successors' types, references and subgraphs are their own. Such a TensorMove is never deleted either,
+        so no merge touches its anchors through it: leaving its classes out of the table changes nothing Rule 5
+        reads (the classes of the rest are the whole table's)."""
+        asks = []
+        for key in seed:
+            f = self.facts.rows.get(key, {})
+            if f.get("tm_reserved"):
+                continue
+            classes = {r[0] for r in f.get("tm_src_class", ())}
+            if "multi_branch" in classes:
+                continue
+            if "special" in classes:
+                graph = self.graphs.get(key[0])
+                nodes = graph.nodes if graph is not None else {}
+                if any(
+                    why in _STRUCTURAL_UNSAFE and s in nodes and nodes[s].type != "TensorMove"
+                    for s, _m, why in f.get("tm_succ_unsafe", ())
+                ):
+                    continue
+            asks.append(key)
+        return asks
 
     # -- look-through facts (chained TensorMoves without re-derivation) ----------------------------------------
     def _derive_look_through(self, seed: list[tuple[str, str]]) -> None:
@@ -1098,6 +1180,11 @@ class TensorMoveDecider:
         if self.symbols is None:
             v.facts["layout"] = "skipped: no symbol table (TensorMoveDeletePass::Init did not run)"
             return True
+        if not self.symbols.covers(graph.name, tm.name):  # _symbol_asks rules this out
+            raise AnchorlogError(
+                f"internal error: Rule 5 reached TensorMove {tm.name}, whose symbols were not asked for",
+                f"{graph.name}/{tm.name}",
+            )
         si = self.symbols.symbol(graph.name, tm.name, "in", 0)
         so = self.symbols.symbol(graph.name, tm.name, "out", 0)
         v.facts["symbols"] = {"in": si, "out": so}
@@ -1179,9 +1266,11 @@ _NEXT_ITERATION = ("NextIteration", "RefNextIteration")
 _MAX_PASS_MULTIPLE = 10
 
 
-def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
+def run_gepass(model: Model, graph: Graph, visit, depth: int = 0, *, only: frozenset[str] | None = None) -> None:
     """Walk ``graph`` as ``GEPass::Run`` does, calling ``visit(graph, node) -> list[str] | None`` (names of nodes
-    to re-pass when the visit deleted the node). Subgraphs are walked when their owner is visited."""
+    to re-pass when the visit deleted the node). Subgraphs are walked when their owner is visited. ``only``: the
+    node types ``visit`` acts on (for any other node it is not called and the walk goes on as if it returned
+    None); None = every node."""
     if depth > 25:
         raise PassFailure(f"subgraphs nested deeper than 25 levels at {graph.name}", graph.name)
     seen: set[str] = set()
@@ -1189,21 +1278,20 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
     queue: deque[str] = deque()
     queued: set[str] = set()
     last: list[str] = []
+    nodes = graph.nodes
 
-    def push(n: str) -> None:
-        if n not in queued:
-            queue.append(n)
-            queued.add(n)
-
-    for n in list(graph.nodes):
-        ins = in_nodes(graph, n)
-        if not ins:
-            push(n)
-        elif len(ins) > _MAX_ONE_IN_NODES:
+    # GE's start: nodes without in-nodes (data producers and control predecessors, Node::GetInNodes) are queued,
+    # those with more than _MAX_ONE_IN_NODES go last
+    for n, node in list(nodes.items()):
+        ctrl = node.ctrl_inputs
+        if not ctrl and not any(node.inputs):  # inputs hold (src, out) tuples or None
+            if n not in queued:
+                queue.append(n)
+                queued.add(n)
+        elif len(node.inputs) + len(ctrl) > _MAX_ONE_IN_NODES and len(in_nodes(graph, n)) > _MAX_ONE_IN_NODES:
             last.append(n)
 
     last_set = set(last)
-    nodes = graph.nodes
 
     def successors(n: str) -> list[str]:
         # GE Node::GetOutNodes (data consumers per output, then control successors), read straight from the
@@ -1213,15 +1301,17 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
         cons, csucc = graph._consumers, graph._ctrl_succ  # noqa: SLF001
         out: list[str] = []
         o = 0
-        k = nodes[n].num_outputs
+        k = len(nodes[n].output_desc)  # Node.num_outputs
         while True:
             users = cons.get((n, o))  # type: ignore[union-attr]
             if users:
-                out.extend(d for d, _ in users)
+                out += [d for d, _ in users]
             elif o >= k:
                 break
             o += 1
-        out.extend(csucc.get(n, ()))  # type: ignore[union-attr]
+        c = csucc.get(n)  # type: ignore[union-attr]
+        if c:
+            out += c
         return out
 
     # ready_from[n] = j: data inputs 0..j-1 of n were seen (or NextIteration) when n was last checked. `seen` only
@@ -1254,18 +1344,25 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
     max_pass = max(1, len(graph.nodes)) * _MAX_PASS_MULTIPLE
     passed = 0
     repass: dict[str, None] = {}  # ordered set: neighbours of deleted nodes to visit again
+    popleft = queue.popleft
     while True:
         while queue and passed < max_pass:
-            n = queue.popleft()
+            n = popleft()
             queued.discard(n)
-            if n in deleted or n not in graph.nodes:
+            if n in deleted:
                 continue
-            repass.pop(n, None)
+            node = nodes.get(n)
+            if node is None:
+                continue
+            if repass:
+                repass.pop(n, None)
             seen.add(n)
-            node = graph.nodes[n]
-            # only a TensorMove visit edits this graph: other nodes' out-nodes are the same after the visit
-            before = sorted(set(successors(n))) if node.type == "TensorMove" else []
-            again = visit(graph, node)
+            if only is None or node.type in only:
+                # only a TensorMove visit edits this graph: other nodes' out-nodes are the same after the visit
+                before = sorted(set(successors(n))) if node.type == "TensorMove" else []
+                again = visit(graph, node)
+            else:
+                before, again = [], None
             if again is not None:
                 deleted.add(n)
                 for r in again:
@@ -1278,25 +1375,30 @@ def run_gepass(model: Model, graph: Graph, visit, depth: int = 0) -> None:
                         repass[r] = None
             elif node.subgraph_names:
                 for sub in model.subgraphs_of(node):
-                    run_gepass(model, sub, visit, depth + 1)
+                    run_gepass(model, sub, visit, depth + 1, only=only)
             passed += 1
-            current = successors(n) if n in nodes else []
-            for o in current:
-                if o not in seen and ready(o):
-                    push(o)
+            if n in nodes:
+                for o in successors(n):
+                    if o not in seen and o not in queued and ready(o):
+                        queue.append(o)
+                        queued.add(o)
             for o in before:
-                if o not in seen and ready(o):
-                    push(o)
+                if o not in seen and o not in queued and ready(o):
+                    queue.append(o)
+                    queued.add(o)
         if last:
             for n in list(last):
                 if all(p in seen for p in in_nodes(graph, n)):
                     last.remove(n)
                     last_set.discard(n)
-                    if n not in seen:
-                        push(n)
+                    if n not in seen and n not in queued:
+                        queue.append(n)
+                        queued.add(n)
         if repass:
             for r in repass:
-                push(r)
+                if r not in queued:
+                    queue.append(r)
+                    queued.add(r)
             repass = {}
             continue
         if not queue or passed >= max_pass:
@@ -1452,7 +1554,7 @@ def _run_tensor_move_delete(
     t_walk = time.process_time()
     try:
         if model.graphs:
-            run_gepass(model, model.graphs[0], visit)
+            run_gepass(model, model.graphs[0], visit, only=frozenset(("TensorMove",)))
     finally:
         decider.hand_back()
     decider.timings["walk_and_decide_s"] = round(time.process_time() - t_walk, 3)
