@@ -500,7 +500,8 @@ Tables = dict[str, list[tuple]]
 FlatTables = dict[str, list[Any]]
 
 
-def empty_tables() -> Tables:
+def empty_tables() -> dict[str, list[Any]]:
+    """An empty list per relation: to hold row tuples (:data:`Tables`) or flat values (:data:`FlatTables`)."""
     return {rel: [] for rel in SCHEMA}
 
 
