@@ -9,11 +9,13 @@ the relation ``node_order(graph, node, ord)``.
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable
-from itertools import repeat
+from itertools import compress, repeat
+from operator import attrgetter
 
 from anchorlog.errors import PassFailure
-from anchorlog.facts.graph import Graph, Model, Node
+from anchorlog.facts.graph import EdgeLog, Graph, Model, Node
 
 # OpTypeUtils::IsDataNode
 DATA_TYPES = frozenset({"Data", "RefData", "AippData", "AnnData"})
@@ -21,6 +23,9 @@ DATA_TYPES = frozenset({"Data", "RefData", "AippData", "AnnData"})
 # Source nodes GE keeps in original order at the bottom of the DFS stack (so they are popped first).
 _INPUT_LIKE = DATA_TYPES | {"Input", "Recv", "Send"}
 _NEXT_ITERATION = frozenset({"NextIteration", "RefNextIteration"})
+_NAME = attrgetter("name")
+_TYPE = attrgetter("type")
+_SUBGRAPHS = attrgetter("subgraph_names")
 
 
 def dfs_topo_order(g: Graph) -> list[Node]:
@@ -30,6 +35,68 @@ def dfs_topo_order(g: Graph) -> list[Node]:
     other sources follow in their order. A popped node's newly ready successors are pushed per out anchor
     (data consumers in link order), then its control successors; the last pushed is popped first.
     """
+    return _dfs_sort(g, remember=False)[0]
+
+
+class _SortState:
+    """What a DFS sort of one graph started from and rested on, so that a later sort of the same graph can resume
+    the walk (:func:`_resume_dfs`): the order it gave, the start stack (and its nodes' types), the declared
+    inputs, the consumer index objects the walk read, the stack at a few checkpoints of the walk, and the edge
+    journal installed on the graph right after the sort (``Graph._edge_log``)."""
+
+    __slots__ = (
+        "order",
+        "stored",
+        "start",
+        "start_types",
+        "start_ids",
+        "inputs",
+        "consumers",
+        "ctrl_succ",
+        "marks",
+        "log",
+    )
+
+    def __init__(self, g: Graph, order: list[Node], start: list[Node], marks: list[tuple[int, list[Node]]]) -> None:
+        self.order = order
+        self.stored = list(g.nodes.values())
+        self.start = start
+        self.start_types = list(map(_TYPE, start))
+        self.start_ids = set(map(id, start))
+        self.inputs = list(g.input)
+        self.consumers = g._consumers
+        self.ctrl_succ = g._ctrl_succ
+        self.marks = marks
+        self.log = EdgeLog()
+        g._edge_log = self.log
+
+
+def _checkpoints(size: int) -> list[int]:
+    """Walk positions at which a remembered sort keeps the stack: halfway, then halving the rest (edits late in
+    a graph, where the layout pass inserts at the outputs, resume close to them)."""
+    return sorted({size - (size >> k) for k in range(1, 9)} - {0, size}) if size >= 4 else []
+
+
+def _start_stack(g: Graph, sources: list[Node]) -> list[Node]:
+    """The DFS start stack (bottom first) of ``g`` with ``sources`` (the nodes without in-edges, stored order)."""
+    # GE inserts each non-data source at the front and each data source right after them: popping from the
+    # back then yields the data sources in order, then the others in order.
+    stack: list[Node] = [n for n in reversed(sources) if n.type not in _INPUT_LIKE]
+    stack += [n for n in reversed(sources) if n.type in _INPUT_LIKE]
+    # The graph's declared input order wins among the sources it names (GE's swap loop leaves them in
+    # descending declared position in the stack, so they pop in declared order).
+    declared = {name.rsplit(":", 1)[0] if ":" in name else name: i for i, name in enumerate(g.input)}
+    if declared:
+        slots = [i for i, n in enumerate(stack) if n.name in declared]
+        ranked = sorted((stack[i] for i in slots), key=lambda n: -declared[n.name])
+        for i, n in zip(slots, ranked):
+            stack[i] = n
+    return stack
+
+
+def _dfs_sort(g: Graph, *, remember: bool = True) -> tuple[list[Node], _SortState | None]:
+    """:func:`dfs_topo_order` and, with ``remember`` for a graph without NextIteration, the state a later resumed
+    sort needs (which starts the graph's edge journal; a plain order query must not restart it)."""
     g._ensure_index()
     consumers = g._consumers  # type: ignore[union-attr]
     ctrl_succ = g._ctrl_succ  # type: ignore[union-attr]
@@ -78,19 +145,54 @@ def dfs_topo_order(g: Graph) -> list[Node]:
         users_of[src] = tuple(consumers[(src, out)] for out in outs)
     for name in nexts:
         users_of.pop(name, None)
-    # GE inserts each non-data source at the front and each data source right after them: popping from the
-    # back then yields the data sources in order, then the others in order.
-    stack: list[Node] = [n for n in reversed(sources) if n.type not in _INPUT_LIKE]
-    stack += [n for n in reversed(sources) if n.type in _INPUT_LIKE]
-    # The graph's declared input order wins among the sources it names (GE's swap loop leaves them in
-    # descending declared position in the stack, so they pop in declared order).
-    declared = {name.rsplit(":", 1)[0] if ":" in name else name: i for i, name in enumerate(g.input)}
-    if declared:
-        slots = [i for i, n in enumerate(stack) if n.name in declared]
-        ranked = sorted((stack[i] for i in slots), key=lambda n: -declared[n.name])
-        for i, n in zip(slots, ranked):
-            stack[i] = n
+    start = _start_stack(g, sources)
     order: list[Node] = []
+    keep = remember and not nexts
+    marks = _walk_stack(
+        list(start), pending, users_of, ctrl_succ, nodes, order, _checkpoints(len(nodes)) if keep else []
+    )
+    if len(order) != len(nodes):
+        done = {o.name for o in order}
+        left_over = [n for n in nodes if n not in done]
+        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left_over[:5]}", g.name)
+    return order, (_SortState(g, order, start, marks) if keep else None)
+
+
+def _walk_stack(
+    stack: list[Node],
+    pending: dict[str, int],
+    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]],
+    ctrl_succ: dict[str, list[str]],
+    nodes: dict[str, Node],
+    order: list[Node],
+    marks: Iterable[int] = (),
+) -> list[tuple[int, list[Node]]]:
+    """GE's DFS from ``stack`` (top last): pop a node, append it to ``order``, push the successors it makes ready
+    (``pending``: in-edges still waiting, per node) per out anchor in link order (``users_of``), then per control
+    edge (``ctrl_succ``). Returns a copy of the stack at each of the positions ``marks`` (ascending) the walk
+    reaches, taken when ``order`` has that many nodes."""
+    snaps: list[tuple[int, list[Node]]] = []
+    for mark in marks:
+        if mark > len(order):
+            _pop(stack, pending, users_of, ctrl_succ, nodes, order, mark - len(order))
+            if len(order) != mark:
+                return snaps
+        if mark == len(order):
+            snaps.append((mark, list(stack)))
+    _pop(stack, pending, users_of, ctrl_succ, nodes, order, -1)
+    return snaps
+
+
+def _pop(
+    stack: list[Node],
+    pending: dict[str, int],
+    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]],
+    ctrl_succ: dict[str, list[str]],
+    nodes: dict[str, Node],
+    order: list[Node],
+    budget: int,
+) -> None:
+    """:func:`_walk_stack`'s loop: at most ``budget`` pops (no limit when negative)."""
     push = stack.append
     pop = stack.pop
     visit = order.append
@@ -127,23 +229,156 @@ def dfs_topo_order(g: Graph) -> list[Node]:
                 pending[dst] = left
                 if left == 0:
                     push(nodes[dst])
+        budget -= 1
+        if budget == 0:
+            return
+
+
+def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[tuple[int, list[Node]]]] | None:
+    """GE's DFS order of ``g`` now and its checkpoints, resumed from the ``state`` of the last sort (None: not
+    derivable that way; sort in full).
+
+    The walk is a deterministic function of the start stack, the in-edge counts and the producers' consumer
+    lists. The graph's editing methods journal every edit since the sort (``Graph._edge_log``: producers whose
+    out-edges changed, nodes whose in-edges changed, nodes added or removed); edits bypassing them call
+    ``invalidate`` (which drops the journal). The op list is checked to hold the nodes of the sort in the same
+    order (plus the nodes added); node types are set by importers, never changed in place after a sort (the
+    start nodes' types are checked). Take a checkpoint ``c`` of the old walk such that every journalled node that
+    existed at the sort sits at ``c`` or later, and every node whose in-edges changed keeps a producer (an edge
+    it had before and has now, from a node not journalled) at ``c`` or later. Then the first ``c`` pops are the
+    same now: those nodes' consumer lists are unchanged; a node whose in-edges changed waits past ``c`` in both
+    walks, so neither pushed it, and every other node is pushed at the same moment; the start stack is the
+    same (checked: no journalled node is or was a start node, the start nodes keep their types). The walk goes
+    on from the stack kept at ``c``, each node left waiting on its in-edges from the nodes left."""
+    nodes = g.nodes
+    log = g._edge_log
+    if (
+        log is None
+        or log is not state.log
+        or g._consumers is not state.consumers
+        or g._ctrl_succ is not state.ctrl_succ
+        or g.input != state.inputs
+        or list(map(_TYPE, state.start)) != state.start_types
+    ):
+        return None
+    old = state.order
+    producers, changed, added, removed = log.producers, log.consumers, log.added, log.removed
+    if added & removed:
+        return None  # a name removed and added again: keep it simple
+    # the op list: the nodes present at the sort that are still there, in the same order (the start stack
+    # follows it), besides the nodes added
+    now = list(nodes.values())
+    then = state.stored
+    if removed or len(added) > 8:
+        now = [n for n in now if n.name not in added]
+        then = [n for n in then if n.name not in removed]
+    else:
+        for name in added:
+            now.remove(nodes[name])
+    if now != then:
+        return None
+    if not producers and not changed:
+        if len(old) == len(nodes):
+            return list(old), state.marks
+        return None
+    start_ids = state.start_ids
+    kept_of: list[list[str]] = []
+    new_nodes: list[Node] = []
+    for name in changed:
+        n = nodes.get(name)
+        if n is None:
+            if name not in removed:
+                return None
+            continue
+        if n.type in _NEXT_ITERATION or id(n) in start_ids:
+            return None
+        ins = n.inputs
+        if not n.ctrl_inputs and ins.count(None) == len(ins):
+            return None  # a start node now
+        if name in added:
+            new_nodes.append(n)
+            continue
+        kept = [a[0] for a in ins if a is not None and a[0] not in producers]
+        kept += [c for c in n.ctrl_inputs if c not in producers]
+        if kept:
+            kept_of.append(kept)
+    existed = (producers | changed) - added
+    rest_names = {n.name for n in new_nodes}
+    lo = len(old)
+    for c, snap in reversed(state.marks):
+        rest_names.update([n.name for n in old[c:lo]])
+        lo = c
+        if not existed <= rest_names or any(rest_names.isdisjoint(k) for k in kept_of):
+            continue
+        stack = [n for n in snap if nodes.get(n.name) is n]
+        rest = [n for n in old[c:] if nodes.get(n.name) is n]
+        if len(stack) != len(snap) or c + len(rest) + len(new_nodes) != len(nodes):
+            return None
+        return _resume_at(g, state, c, stack, rest + new_nodes, rest_names)
+    return None
+
+
+def _resume_at(
+    g: Graph, state: _SortState, c: int, stack: list[Node], rest: list[Node], rest_names: set[str]
+) -> tuple[list[Node], list[tuple[int, list[Node]]]] | None:
+    """The walk of :func:`_resume_dfs` from checkpoint ``c`` (``stack`` kept there, ``rest``: the nodes not
+    popped before it, ``rest_names`` their names)."""
+    nodes = g.nodes
+    consumers = g._consumers
+    ctrl_succ = g._ctrl_succ
+    assert consumers is not None and ctrl_succ is not None
+    # waiting counts: in-edges from the nodes left (or from a node not in the graph, which never comes, as in
+    # a full sort); and the consumer lists of the producers left (their consumers are all left)
+    pending: dict[str, int] = {}
+    outs_of: dict[str, set[int]] = {}
+    for n in rest:
+        k = 0
+        for a in n.inputs:
+            if a is not None and (a[0] in rest_names or a[0] not in nodes):
+                k += 1
+                outs_of.setdefault(a[0], set()).add(a[1])
+        for src in n.ctrl_inputs:
+            if src in rest_names or src not in nodes:
+                k += 1
+        pending[n.name] = k
+    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]] = {}
+    for src, outs in outs_of.items():
+        if len(outs) == 1:
+            users_of[src] = consumers.get((src, next(iter(outs))), [])
+        else:
+            users_of[src] = tuple(consumers.get((src, out), []) for out in sorted(outs))
+    order = state.order[:c]
+    marks = [m for m in state.marks if m[0] <= c]
+    try:
+        marks += _walk_stack(
+            stack, pending, users_of, ctrl_succ, nodes, order, [m for m in _checkpoints(len(nodes)) if m > c]
+        )
+    except KeyError:
+        return None  # a consumer index out of step with the inputs: the full sort decides
     if len(order) != len(nodes):
-        done = {o.name for o in order}
-        left_over = [n for n in nodes if n not in done]
-        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left_over[:5]}", g.name)
-    return order
+        return None  # a cycle: the full sort reports it
+    return order, marks
 
 
 # GE keeps its node list in topological order; our IR keeps the stored (file) order, which is also the
 # consumer link order, so the sorted order is remembered beside the model instead of reordering its nodes.
 _TOPO: weakref.WeakKeyDictionary[Model, dict[str, list[Node]]] = weakref.WeakKeyDictionary()
+# per model, per graph: the state of the graph's last sort (graphs with NextIteration have none), from which
+# topological_resort resumes the walk where the edits since begin to matter
+_STATE: weakref.WeakKeyDictionary[Model, dict[str, _SortState]] = weakref.WeakKeyDictionary()
 
 
 def topological_sorting(model: Model) -> None:
     """``root.TopologicalSorting()``: GE's DFS order for every graph (remembered for :func:`graph_nodes`) and
     ``id`` renumbered over ``GetAllNodes(root)``."""
-    order = {g.name: dfs_topo_order(g) for g in model.graphs}
+    order: dict[str, list[Node]] = {}
+    states: dict[str, _SortState] = {}
+    for g in model.graphs:
+        order[g.name], state = _dfs_sort(g)
+        if state is not None:
+            states[g.name] = state
     _TOPO[model] = order
+    _STATE[model] = states
     _renumber(model, order, set(order))
 
 
@@ -152,6 +387,7 @@ def forget_topological_order(model: Model) -> None:
     that re-links a graph's consumers without a sort, the remembered order describes the old links, so
     :func:`ge_graph_nodes` sorts afresh and :func:`topological_resort` makes a full sort."""
     _TOPO.pop(model, None)
+    _STATE.pop(model, None)
 
 
 def remembered_topological_order(model: Model) -> dict[str, list[Node]] | None:
@@ -171,12 +407,23 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
         return
     names = set(edited)
     order = dict(cached)
+    states = dict(_STATE.get(model, {}))
     fresh: set[str] = set()
     for g in model.graphs:
         if g.name in names or len(order[g.name]) != len(g.nodes):
-            order[g.name] = dfs_topo_order(g)
+            # resumed from the last sort's state where the edits since allow it (the same order, see _resume_dfs)
+            state = states.pop(g.name, None)
+            resumed = _resume_dfs(g, state) if state is not None and state.order is order[g.name] else None
+            if resumed is not None:
+                order[g.name] = resumed[0]
+                states[g.name] = _SortState(g, resumed[0], state.start, resumed[1])  # type: ignore[union-attr]
+            else:
+                order[g.name], new_state = _dfs_sort(g)
+                if new_state is not None:
+                    states[g.name] = new_state
             fresh.add(g.name)
     _TOPO[model] = order
+    _STATE[model] = states
     _renumber(model, order, fresh)
 
 
@@ -190,9 +437,9 @@ def _renumber(model: Model, order: dict[str, list[Node]], fresh: set[str]) -> No
 
     i = 0
     for _graph, run in _runs(model, model.root, nodes_of):
-        for n in run:
-            n.id = i
-            i += 1
+        # n.id = i, i + 1, ... over the run, in C (a Python loop was most of the renumbering's cost)
+        deque(map(setattr, run, repeat("id"), range(i, i + len(run))), maxlen=0)
+        i += len(run)
 
 
 def graph_nodes(model: Model, g: Graph) -> list[Node]:
@@ -201,6 +448,14 @@ def graph_nodes(model: Model, g: Graph) -> list[Node]:
     order = _TOPO.get(model, {}).get(g.name)
     if order is None:
         return list(g.nodes.values())
+    if len(order) == len(g.nodes):
+        # the common case without a look at every node: the graph's edge journal, running since this order was
+        # sorted, saw no node added or removed (nodes enter and leave the op list through add_node/remove_node,
+        # or the journal is dropped by invalidate)
+        state = _STATE.get(model, {}).get(g.name)
+        log = g._edge_log
+        if state is not None and state.order is order and log is state.log and not log.added and not log.removed:
+            return list(order)
     stored = g.nodes.get
     kept = [n for n in order if stored(n.name) is n]
     if len(kept) == len(g.nodes):
@@ -233,7 +488,7 @@ def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node
         seen.add(graph.name)
         nodes = nodes_of(model, graph)
         start = 0
-        for i in [i for i, n in enumerate(nodes) if n.subgraph_names]:
+        for i in compress(range(len(nodes)), map(_SUBGRAPHS, nodes)):  # the nodes owning subgraphs
             out.append((graph, nodes[start : i + 1]))
             start = i + 1
             for s in nodes[i].subgraph_names:

@@ -238,11 +238,30 @@ class Node(_AttrMixin):
             self.graph.touched.add(self.name)
 
 
+class EdgeLog:
+    """What the editing methods of a :class:`Graph` changed since the log was installed (``Graph._edge_log``):
+    ``producers`` the sources of every data/control edge added or removed, ``consumers`` their destinations and
+    every node added or removed, ``added`` / ``removed`` the names of nodes added / removed."""
+
+    __slots__ = ("producers", "consumers", "added", "removed")
+
+    def __init__(self) -> None:
+        self.producers: set[str] = set()
+        self.consumers: set[str] = set()
+        self.added: set[str] = set()
+        self.removed: set[str] = set()
+
+
 class Graph(_AttrMixin):
     """``GraphDef``: ordered nodes by unique name, graph attrs, declared inputs/outputs.
 
     Consumer look-ups use an index rebuilt lazily after edits, so analyses may ask freely.
     """
+
+    # Edge journal for incremental consumers (GE's order re-sorts only from the first node an edit can affect,
+    # see anchorlog.analysis.order): None when off, else an EdgeLog the editing methods below keep.
+    # invalidate() turns it off (unknown edits), so a holder must check it still has the same object.
+    _edge_log: EdgeLog | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -282,6 +301,7 @@ class Graph(_AttrMixin):
         node as touched, since which ones changed is unknown)."""
         self._consumers = None
         self._ctrl_succ = None
+        self._edge_log = None
         self.touched.update(self.nodes)
 
     def add_node(self, node: Node, *, after: str | None = None) -> Node:
@@ -292,6 +312,12 @@ class Graph(_AttrMixin):
             raise KeyError(f"graph {self.name}: no node {after!r}")
         node.graph = self
         self.touched.add(node.name)
+        log = self._edge_log
+        if log is not None:
+            log.consumers.add(node.name)
+            log.added.add(node.name)
+            log.producers.update(a[0] for a in node.inputs if a is not None)
+            log.producers.update(node.ctrl_inputs)
         if after is None:
             self.nodes[node.name] = node
         else:
@@ -330,6 +356,9 @@ class Graph(_AttrMixin):
         del self.nodes[name]
         node.graph = None
         self.touched.add(name)
+        if self._edge_log is not None:
+            self._edge_log.consumers.add(name)
+            self._edge_log.removed.add(name)
         return node
 
     def unique_name(self, base: str) -> str:
@@ -358,6 +387,9 @@ class Graph(_AttrMixin):
             d.inputs.append(None)
         d.inputs[dst_in] = (src, src_out)
         self.touched.add(dst)
+        if self._edge_log is not None:
+            self._edge_log.producers.add(src)
+            self._edge_log.consumers.add(dst)
         if self._consumers is not None:
             self._consumers.setdefault((src, src_out), []).append((dst, dst_in))
 
@@ -368,6 +400,9 @@ class Graph(_AttrMixin):
         if old is not None:
             d.inputs[dst_in] = None
             self.touched.add(dst)
+            if self._edge_log is not None:
+                self._edge_log.producers.add(old[0])
+                self._edge_log.consumers.add(dst)
             if self._consumers is not None:
                 users = self._consumers.get(old, [])
                 if (dst, dst_in) in users:
@@ -383,6 +418,9 @@ class Graph(_AttrMixin):
             return False
         d.ctrl_inputs.append(src)
         self.touched.add(dst)
+        if self._edge_log is not None:
+            self._edge_log.producers.add(src)
+            self._edge_log.consumers.add(dst)
         if self._ctrl_succ is not None:
             self._ctrl_succ.setdefault(src, []).append(dst)
         return True
@@ -394,6 +432,9 @@ class Graph(_AttrMixin):
             return False
         d.ctrl_inputs.remove(src)
         self.touched.add(dst)
+        if self._edge_log is not None:
+            self._edge_log.producers.add(src)
+            self._edge_log.consumers.add(dst)
         if self._ctrl_succ is not None and dst in self._ctrl_succ.get(src, []):
             self._ctrl_succ[src].remove(dst)
         return True

@@ -267,6 +267,7 @@ class _Placement:
     after: dict[int, list[Node]] = field(default_factory=dict)
     placed: set[int] = field(default_factory=set)
     keep: list[Node] = field(default_factory=list)
+    anchors: dict[int, Node] = field(default_factory=dict)  # the anchor nodes of ``after``, by object id
 
 
 class _WatchedTouched(set):
@@ -335,6 +336,7 @@ def _add_after(graph: Graph, node: Node, after: str) -> None:
         graph.touched = _WatchedTouched(graph.touched)
     graph.add_node(node)
     placement.after.setdefault(id(anchor), []).append(node)
+    placement.anchors[id(anchor)] = anchor
     placement.placed.add(id(node))
     placement.keep.extend((anchor, node))
 
@@ -345,19 +347,13 @@ def _settle(graph: Graph, placement: _Placement, *, synced: bool) -> None:
     newest first, each of those followed by its own (a pre-order); removed nodes are skipped, their followers
     kept in place."""
     nodes = graph.nodes
+    if len(placement.after) <= _FEW_ANCHORS and _settle_few(graph, placement, synced=synced):
+        return
     known = {id(n) for n in placement.base}
     roots = placement.base + [n for n in nodes.values() if id(n) not in known and id(n) not in placement.placed]
     order: list[Node] = []
-    after = placement.after
     for root in roots:
-        stack = [root]
-        while stack:
-            n = stack.pop()
-            if nodes.get(n.name) is n:
-                order.append(n)
-            followers = after.get(id(n))
-            if followers:
-                stack.extend(followers)  # the newest is popped first: it sits right after n
+        _with_followers(root, nodes, placement.after, order)
     if len(order) != len(nodes) or len({id(n) for n in order}) != len(order):
         raise PassFailure(f"graph {graph.name}: deferred node placement lost track of the op list", graph.name)
     old = list(nodes.values())
@@ -371,6 +367,78 @@ def _settle(graph: Graph, placement: _Placement, *, synced: bool) -> None:
     nodes.clear()
     for n in order:
         nodes[n.name] = n
+
+
+# Up to this many anchors, _settle splices the inserted nodes into the op list around their anchors (located by a
+# C-level scan each) instead of walking every node of the graph.
+_FEW_ANCHORS = 16
+
+
+def _with_followers(n: Node, nodes: dict[str, Node], after: dict[int, list[Node]], order: list[Node]) -> None:
+    """Append to ``order`` ``n`` (unless removed), then the nodes inserted after it (``after``), newest first, each
+    followed by its own (a pre-order; removed nodes are skipped, their followers kept)."""
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        if nodes.get(x.name) is x:
+            order.append(x)
+        followers = after.get(id(x))
+        if followers:
+            stack.extend(followers)  # the newest is popped first: it sits right after x
+
+
+def _settle_few(graph: Graph, placement: _Placement, *, synced: bool) -> bool:
+    """:func:`_settle` for a block that removed no node present when it began and inserted after few anchors
+    (the layout pass's case: one Identity in a 100 k-node graph): the op list is the original one with each
+    anchor's followers spliced in right after it, so only the anchors are looked up and only the op list from
+    the first insertion on is rebuilt. False (nothing done) when a node present at the start was removed or
+    replaced."""
+    nodes = graph.nodes
+    base = placement.base
+    now = list(nodes.values())
+    # no node of the original op list removed or replaced: the provisional op list starts with it unchanged
+    # (the nodes inserted meanwhile were appended behind it)
+    if len(now) < len(base) or now[: len(base)] != base:
+        return False
+    after = placement.after
+    placed = placement.placed
+    appended = [n for n in now[len(base) :] if id(n) not in placed]  # added at the end, not by an insertion
+
+    # anchors in the original op list, by position (an anchor that is itself inserted or appended is expanded
+    # with its own anchor / in the appended tail)
+    hits: list[int] = []
+    for key, a in placement.anchors.items():
+        if key not in placed:
+            try:
+                hits.append(base.index(a))  # Node compares by identity
+            except ValueError:
+                pass  # appended meanwhile: expanded with the appended tail
+    hits.sort()
+    order: list[Node] = []
+    prev = 0
+    for i in hits:
+        order += base[prev:i]
+        _with_followers(base[i], nodes, after, order)
+        prev = i + 1
+    order += base[prev:]
+    for n in appended:
+        _with_followers(n, nodes, after, order)
+    if len(order) != len(nodes):
+        raise PassFailure(f"graph {graph.name}: deferred node placement lost track of the op list", graph.name)
+    # the op list from the first position that changes on is put in place again
+    first = hits[0] if hits else len(base)
+    while first < len(order) and order[first] is now[first]:
+        first += 1
+    if first == len(order):
+        return True
+    tail = order[first:]
+    if synced:
+        graph.touched.update(n.name for i, n in enumerate(tail, first) if now[i] is not n)
+    for n in tail:
+        del nodes[n.name]
+    for n in tail:
+        nodes[n.name] = n
+    return True
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from anchorlog.errors import PassFailure
@@ -35,9 +37,18 @@ from .order import all_nodes, graph_nodes
 from .refmap import AnchorRef, get_ref_mapping
 from .solve import IdentityNamer, create_identity, is_skip_insert_in, update_netoutput_offsets
 
+_TYPE = attrgetter("type")
 IF_TYPES = frozenset({"If", "StatelessIf"})  # `_If` is not handled by GE here
 CASE_TYPES = frozenset({"Case", "StatelessCase"})
 WHILE_TYPES = frozenset({"While", "StatelessWhile"})
+_CTRL_TYPES = IF_TYPES | CASE_TYPES | WHILE_TYPES
+
+
+def _ctrl_nodes(model: Model, g: Graph) -> list[Node]:
+    """The If/Case/While nodes of ``GetAllNodes(g)``, in that order (a snapshot): the only nodes the control-node
+    step acts on, picked out in C instead of testing every node's type in the loop."""
+    nodes = all_nodes(model, g)
+    return list(compress(nodes, map(_CTRL_TYPES.__contains__, map(_TYPE, nodes))))
 
 
 @dataclass
@@ -190,7 +201,7 @@ def solve_ctrl_node_subgraph_conflict(
     inserted here); ``index``: the model's parent look-ups, when the caller has them (built otherwise)."""
     records: list[dict[str, Any]] = []
     index = index if index is not None else ModelIndex(model)
-    for node in all_nodes(model, static_graph):
+    for node in _ctrl_nodes(model, static_graph):
         if node.type in IF_TYPES or node.type in CASE_TYPES:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
             for i in range(count):
@@ -214,7 +225,7 @@ def solve_ctrl_node_subgraph_conflict(
 def ctrl_node_subgraph_has_conflict(model: Model, g: Graph, ctx: Any = None) -> bool:
     """``IsCtrlNodeSubgraphExistMemConflictSymbol``: any If/Case/While of ``g`` would get an Identity."""
     index = ModelIndex(model)
-    for node in all_nodes(model, g):
+    for node in _ctrl_nodes(model, g):
         if node.type in IF_TYPES or node.type in CASE_TYPES:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
             for i in range(count):
@@ -233,7 +244,7 @@ def ctrl_node_conflicts(model: Model, g: Graph, ctx: Any = None) -> list[Conflic
     and the first consumer of each index-changing body Data), with the reason; nothing is inserted."""
     index = ModelIndex(model)
     found: list[Conflict] = []
-    for node in all_nodes(model, g):
+    for node in _ctrl_nodes(model, g):
         if node.type in IF_TYPES or node.type in CASE_TYPES:
             count = 2 if node.type in IF_TYPES else len(node.subgraph_names)
             for i in range(count):
