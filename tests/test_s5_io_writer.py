@@ -215,3 +215,30 @@ def test_random_models_written_as_formatted_in_place(model: Model) -> None:
         twin.graph = None
         g.add_node(twin)
     assert ge_io.model_to_text(model) == _reference_text(model)
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 7, 4096])
+def test_utf8_in_pieces_is_the_encoded_text(monkeypatch, step: int) -> None:
+    # multi-byte characters, surrogate-escaped bytes and empty pieces on every side of a piece boundary
+    nodes = [
+        Node("ünï", "Add", attrs={"s": Attr("s", "名前 ✓"), "raw": Attr("s", b"\xff\xfe"), "e": Attr("s", "")}),
+        Node("b\udcff", "Ç", inputs=[("ünï", 0)], output_desc=[_desc([1], x=Attr("s", "€"))]),
+        Node("c", "Relu", inputs=[("b\udcff", 0)], attrs={"v": Attr("t", TensorDef(_desc([2]), b"\x80\x00"))}),
+    ]
+    m = _model(nodes)
+    monkeypatch.setattr(ge_io, "_ENCODE_PIECES", step)
+    assert bytes(ge_io.model_to_utf8(m)) == ge_io.model_to_text(m).encode("utf-8", "surrogateescape")
+
+
+def test_write_model_text_file_is_the_encoded_text(tmp_path) -> None:
+    from anchorlog.facts.generate import generate_transformer
+
+    m = generate_transformer(nodes=800, seed=2)
+    out = tmp_path / "m.pbtxt"
+    ge_io.write_model(m, out)
+    assert out.read_bytes() == ge_io.model_to_text(m).encode("utf-8", "surrogateescape")
+    real = REAL_GRAPHS[0] if REAL_GRAPHS else None
+    if real:
+        ge_io.write_model(ge_io.read_model(real), out)
+        with open(real, "rb") as f:
+            assert out.read_bytes() == f.read()
