@@ -19,13 +19,13 @@ TM_CASES = sorted((SHARED / "conformance" / "cases").glob("tm_*/model.pbtxt")) i
 
 
 def _facts(model: Model, threshold: int, monkeypatch: pytest.MonkeyPatch, options=None) -> dict:
-    monkeypatch.setattr(tmmod.TMRules, "whole_db_demand", threshold)
+    monkeypatch.setattr(tmmod.TMRules, "whole_db_seed", threshold)
     out = tmmod.derive_facts(model, options=options)
     return {rel: sorted(map(tuple, rows)) for rel, rows in out.items()}
 
 
 def _report(model: Model, threshold: int, monkeypatch: pytest.MonkeyPatch, options=None) -> str:
-    monkeypatch.setattr(tmmod.TMRules, "whole_db_demand", threshold)
+    monkeypatch.setattr(tmmod.TMRules, "whole_db_seed", threshold)
     section = tmmod.run_tensor_move_delete(model, dict(options or {}))
     return json.dumps({k: v for k, v in section.items() if k != "timings"}, sort_keys=True, default=str)
 
@@ -33,8 +33,18 @@ def _report(model: Model, threshold: int, monkeypatch: pytest.MonkeyPatch, optio
 @pytest.mark.parametrize("options", [{}, {"ge.exec.inputReuseMemIndexes": "0"}])
 def test_whole_database_and_slice_give_the_same_rows(monkeypatch: pytest.MonkeyPatch, options) -> None:
     m = generate_transformer(nodes=2500, seed=4, tensor_move_share=0.07)
+    slices: list = []
+    real = tmmod.TMRules._slice
+
+    def spy(self, *a, **k):
+        slices.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(tmmod.TMRules, "_slice", spy)
     whole = _facts(m, 0, monkeypatch, options)
+    assert not slices  # really the whole database
     sliced = _facts(m, 10**9, monkeypatch, options)
+    assert slices
     assert whole == sliced
     assert whole["tm_rw_check"] and whole["tm_sibling"] and whole["tm_path"]
 

@@ -378,10 +378,11 @@ class TMRules:
     def _conn(self):
         return getattr(self.db, "conn", self.db)
 
-    # demanded nodes (TensorMoves and their path entries) from which derive() runs the rules over the whole
-    # database instead of a slice (100 k decoder, 6 034 TensorMoves, ~12 k demanded: slice copy 0.6 s vs rules
-    # 0.4 s more over the whole database)
-    whole_db_demand = 4000
+    # derive() runs the rules over the whole database instead of a slice for at least this many seeded TensorMoves
+    # that are also at least 4 % of the nodes (the first derivation on generated decoders, 6 % TensorMoves: 100 k,
+    # 6 034 TensorMoves: traceback 0.35 s + slice copy 0.6 s vs rules ~0.4 s more over the whole database; rules
+    # phase 30 k 0.61 -> 0.36 s, 10 k 0.22 -> 0.155 s); a re-derivation of a few TensorMoves keeps its slice
+    whole_db_seed = 200
 
     def io_rows(self, nodes: set[tuple[str, str]] | None = None) -> list[tuple]:
         """``io_name`` rows (rw_types.dl's input) of ``nodes`` (None: of every node): computed once, looked up
@@ -416,6 +417,16 @@ class TMRules:
         :meth:`TensorMoveDecider._derive_look_through`. The traceback then runs over the slice too: the paths
         through a bypassed TensorMove continue along its own path, whose nodes the slice holds."""
         self.runs += 1
+        wanted = list(dict.fromkeys(("tm_pending", *outputs)))
+        extra = {"tm_seed": seed, "rw_unprimed": [] if self.primed else [(1,)], **self.options_rows}
+        if not bypass and len(seed) >= self.whole_db_seed and len(seed) * 25 >= self.model.num_nodes():
+            # many TensorMoves (the first derivation): copying their slice costs more than the rules save on it, and
+            # the traceback that chooses the slice is not needed either (tensor_move.dl derives it again); the slice
+            # is a demand restriction, so the whole database gives the same rows
+            res = self.prog.run(self.db, engine="sqlite", outputs=wanted, extra={**extra, "io_name": self.io_rows()})
+            out = {r: res.rows(r) for r in wanted}
+            out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
+            return out
         traced = list(seed) + [(b.graph, b.tm) for b in bypass or ()]
         res = self.trace_prog.run(
             self.db,
@@ -431,23 +442,15 @@ class TMRules:
         # (a dependent's path continues along them)
         ask = {(g, tm) for g, tm in res.rows("tm_sib_ask")} | {(b.graph, b.tm) for b in bypass or ()}
         readers_of = tms | {(pg, pn) for g, tm, _i, pg, pn, _o in trace if (g, tm) in ask}
-        wanted = list(dict.fromkeys(("tm_pending", *outputs)))
-        extra = {"tm_seed": seed, "rw_unprimed": [] if self.primed else [(1,)], **self.options_rows}
-        if not bypass and len(demand) >= self.whole_db_demand:
-            # a large demand (the first derivation, every TensorMove): copying its slice costs more than the rules
-            # save on it; the slice is a demand restriction, so the whole database gives the same rows
-            res = self.prog.run(self.db, engine="sqlite", outputs=wanted, extra={**extra, "io_name": self.io_rows()})
+        sl = self._slice(demand, readers_of)
+        try:
+            if bypass:
+                self._bypass_in_slice(sl, bypass)
+            io = self.io_rows(self._sliced - {(b.graph, b.tm) for b in bypass or ()})
+            res = self.prog.run(sl, engine="sqlite", outputs=wanted, extra={**extra, "io_name": io})
             out = {r: res.rows(r) for r in wanted}
-        else:
-            sl = self._slice(demand, readers_of)
-            try:
-                if bypass:
-                    self._bypass_in_slice(sl, bypass)
-                io = self.io_rows(self._sliced - {(b.graph, b.tm) for b in bypass or ()})
-                res = self.prog.run(sl, engine="sqlite", outputs=wanted, extra={**extra, "io_name": io})
-                out = {r: res.rows(r) for r in wanted}
-            finally:
-                sl.close()
+        finally:
+            sl.close()
         out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
         return out
 
