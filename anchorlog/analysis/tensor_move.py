@@ -359,9 +359,7 @@ class TMRules:
         self.db = db
         self.engine = engine
         self.primed = primed
-        self.trace_prog = _program(TM_TRACE_DL)
         self.prog = _program(TM_DL)
-        self.cycle_prog = _program(TM_CYCLE_DL)
         self.options_rows = reuse.rows()
         self.graphs = {g.name: g for g in model.graphs}
         self.index = ModelIndex(model)  # subgraph owners: TensorMove deletions leave them as they are
@@ -370,6 +368,16 @@ class TMRules:
         self._io_given = io_rows
         self._reach_pos: list[tuple] | None = None
         self.runs = 0
+
+    # parsed when first used (a cold process pays for parsing each): the traceback alone chooses a slice, the cycle
+    # check runs only for pending ordering edges
+    @property
+    def trace_prog(self) -> Any:
+        return _program(TM_TRACE_DL)
+
+    @property
+    def cycle_prog(self) -> Any:
+        return _program(TM_CYCLE_DL)
 
     def invalidate_order(self) -> None:
         """Control edges were added: the topological positions reach.dl bounds its search with are stale."""
