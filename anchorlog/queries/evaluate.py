@@ -37,6 +37,7 @@ _MEMO_LIMIT = 64  # per program: cached type inferences / SQL layouts (distinct 
 _AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
 _SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an index
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
+_COVERING_MAX_COLUMNS = 4  # work tables up to this wide get covering lookup indexes (see create_index)
 
 
 def _rule_atoms(program: Program, rule: Any) -> list[tuple[Atom, bool]]:
@@ -170,11 +171,9 @@ class SQLEvaluation:
             if rel not in p.arity:
                 continue
             n = p.arity[rel]
-            for row in rows:
-                if len(row) != n:
-                    raise AnchorlogError(
-                        f"extra relation {rel!r}: row {row!r} has {len(row)} values, the program uses {n}"
-                    )
+            if any(k != n for k in set(map(len, rows))):  # (the lengths collected in C: input relations are large)
+                row = next(r for r in rows if len(r) != n)
+                raise AnchorlogError(f"extra relation {rel!r}: row {row!r} has {len(row)} values, the program uses {n}")
         for rel, n in p.arity.items():
             decl = p.ast.decls.get(rel)
             if decl is not None:
@@ -195,11 +194,16 @@ class SQLEvaluation:
             store = cols if cols else [UNIT_COLUMN]
             if rel in self.extra:
                 self.sources[rel] = "extra"
-                ts = [None] * n
+                ts: list[str | None] = [None] * n
+                missing = n
                 for row in self.extra[rel]:
+                    if not missing:
+                        break  # every column typed: the rest of a large input is not looked at
                     for k, v in enumerate(row):
                         if ts[k] is None:
                             ts[k] = value_type(v)
+                            if ts[k] is not None:
+                                missing -= 1
                 known_types[rel] = ts
             elif rel in idb:
                 self.sources[rel] = "idb"
@@ -337,10 +341,21 @@ class SQLEvaluation:
             self.duck.unregister(view)
 
     def create_index(self, rel: str, table: str, cols: tuple[str, ...]) -> None:
-        key = (table, cols)
         # an existing index whose leading columns are these serves the lookup as well (fewer indexes to update)
         if any(t == table and c[: len(cols)] == cols for t, c in self._indexed):
             return
+        all_cols = tuple(self.refs[rel].columns) if rel in self.refs else ()
+        if (
+            self.engine == "sqlite"
+            and not table.startswith("main.")
+            and 0 < len(all_cols) <= _COVERING_MAX_COLUMNS
+            and set(cols) <= set(all_cols)
+        ):
+            # a narrow work table gets a covering index (the looked-up columns, then the others): a lookup reads
+            # the other columns from the index, not from the table, and one index serves every lookup by a prefix
+            # of it (GE's node order: by graph, and by graph and node, one index)
+            cols = cols + tuple(c for c in all_cols if c not in cols)
+        key = (table, cols)
         self._indexed.add(key)
         if self.engine != "sqlite":
             return  # DuckDB joins by hashing; ART indexes would only slow inserts down
