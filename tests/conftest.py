@@ -9,16 +9,24 @@ without running that teardown.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 _exit_status: list[int] = []
 
+# The on-disk rule-program cache (anchorlog/queries/progcache.py) of this test session lives in a private temp
+# folder (removed at the end), never in the user's ~/.cache; child processes (CLI tests) inherit it.
+_PROGRAM_CACHE = tempfile.mkdtemp(prefix="anchorlog-test-cache-")
+os.environ["ANCHORLOG_CACHE_DIR"] = _PROGRAM_CACHE
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _exit_status.append(int(exitstatus))
+    shutil.rmtree(_PROGRAM_CACHE, ignore_errors=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -280,13 +280,33 @@ class Program:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Program:
+        """Parse and check a rule file and what it includes, or load that work from the on-disk program cache
+        (:mod:`anchorlog.queries.progcache`, keyed by the text of every file read; ANCHORLOG_CACHE_DIR=off
+        turns it off)."""
+        from . import progcache
+
         p = Path(path)
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise RuleError(f"cannot read rule file: {e.strerror or e}", str(path)) from None
-        ast = parse_program(text, str(p), p.resolve().parent)
-        return cls(ast, str(p))
+        resolved = p.resolve()
+        if progcache.cache_dir() is None:
+            return cls(parse_program(text, str(p), resolved.parent), str(p))
+        stored = progcache.load(str(p), resolved, text)
+        if stored is not None:
+            return cls._restored(stored[0], str(p), stored[1], stored[2])
+        ast, includes = progcache.parse_recording(text, str(p), resolved.parent)
+        prog = cls(ast, str(p))
+        progcache.store(str(p), resolved, text, includes, prog.ast, prog.arity, prog.strata)
+        return prog
+
+    @classmethod
+    def _restored(cls, ast: ProgramAST, source: str, arity: dict[str, int], strata: list[Stratum]) -> Program:
+        """A program from already checked state (the program cache), without running the checks again."""
+        prog = cls.__new__(cls)
+        prog.ast, prog.source, prog.arity, prog.strata = ast, source, arity, strata
+        return prog
 
     @classmethod
     def cached(cls, path: str | os.PathLike[str]) -> Program:
