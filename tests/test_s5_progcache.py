@@ -246,3 +246,14 @@ def test_program_cached_uses_the_disk_cache_and_keeps_memos_out(cache: Path, mon
     again = Program.cached(path)
     assert again is not prog and "_al_memo" not in again.__dict__
     assert again.explain() == prog.explain()
+
+
+def test_concurrent_loads_and_writes_agree(cache: Path, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = write_rules(tmp_path / "rules")
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(lambda _: answer(Program.from_file(root)), range(24)))
+    assert answers == [[(2,), (3,)]] * 24
+    assert [p.name for p in cache.iterdir() if not p.name.endswith(".pickle")] == []  # no temp file left
+    assert len(entries(cache)) == 1
