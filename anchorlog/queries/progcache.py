@@ -66,6 +66,8 @@ def _anchorlog_version() -> str:
 
     found = [getattr(anchorlog, "__version__", "")]
     for entry in sys.path:
+        if os.path.basename(entry) not in ("site-packages", "dist-packages"):
+            continue  # listing every sys.path folder (the working directory too) can cost more than the load
         try:
             names = os.listdir(entry or ".")
         except OSError:

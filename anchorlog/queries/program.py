@@ -312,7 +312,8 @@ class Program:
     def cached(cls, path: str | os.PathLike[str]) -> Program:
         """:meth:`from_file`, parsed and checked once per process and kept for the passes that run a rule file
         again and again (parsing one with its includes can cost a quarter of a second). Parsed again when a rule
-        file beside it (an ``.include`` it may read) changed on disk."""
+        file beside it (an ``.include`` it may read) changed on disk. Across processes, :meth:`from_file` loads
+        the program from the on-disk program cache instead of parsing it."""
         p = Path(path).resolve()
         stamp = max((f.stat().st_mtime for f in p.parent.glob("*.dl")), default=0.0)
         hit = _FILE_CACHE.get(p)
