@@ -76,7 +76,7 @@ def _derive(
 
     db = shared_facts(model, ctx)
     engine = ctx.engine if getattr(ctx, "engine", None) in ("sqlite", "duckdb") else "sqlite"
-    extra = layout_inputs(model, g, opts, scope_all=True)
+    extra = layout_inputs(model, g, opts, scope_all=True, db=db)
     attr_rel = "layout_marked_attr"
     if ask is not None:
         attr_rel = "layout_asked_attr"

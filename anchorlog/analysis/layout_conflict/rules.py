@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anchorlog.analysis.symbols import symbol_inputs
-from anchorlog.facts.graph import Graph, Model
+from anchorlog.facts.graph import Graph, Model, Node
 
 from ._ge import INPUT_MEM_TYPE_LIST, OUTPUT_MEM_TYPE_LIST, attr_int_list
 from .attributes import LayoutOptions, is_graph_feature_map_refreshable
@@ -74,23 +74,14 @@ def table_rows() -> dict[str, list[tuple[str, ...]]]:
 
 
 def layout_inputs(
-    model: Model, g: Graph, opts: LayoutOptions, *, scope_all: bool = False
+    model: Model, g: Graph, opts: LayoutOptions, *, scope_all: bool = False, db: FactDB | Any = None
 ) -> dict[str, list[tuple[Any, ...]]]:
     """The ``extra=`` relations for processed graph ``g``: options/graph flags, memory types, the tables, and
     no node order (no symbols: callers that want them add ``symbols.symbol_inputs``). ``scope_all``: mark
     the anchors of every graph of the model, not only ``g`` and its nested subgraphs (the hypothetical-table
-    API)."""
-    # the memory types of every node of the model: the rules use them only on the scoped graphs (lay_graph), so
-    # no walk of GE's node order is needed to find the processed graph's nodes
-    mem_rows = []
-    for x in model.graphs:
-        for n in x.nodes.values():
-            attrs = n.attrs
-            if INPUT_MEM_TYPE_LIST in attrs or OUTPUT_MEM_TYPE_LIST in attrs:
-                for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
-                    if key in attrs:
-                        for i, t in enumerate(attr_int_list(n, key)):
-                            mem_rows.append((x.name, n.name, io, i, int(t)))
+    API). ``db``: the fact database of ``model`` the rules will run on (in step with it), to find the nodes
+    carrying memory types without visiting every node (see :func:`mem_type_rows`)."""
+    mem_rows = mem_type_rows(model, db)
     return {
         "layout_ctx": [(g.name,)],
         "layout_scope_all": [(1,)] if scope_all else [],
@@ -100,6 +91,66 @@ def layout_inputs(
         "layout_mem_type": mem_rows,
         **table_rows(),
     }
+
+
+def mem_type_rows(model: Model, db: FactDB | Any = None) -> list[tuple[str, str, str, int, int]]:
+    """``layout_mem_type``: (graph, node, io, idx, memory type) for every node of the model with an input or
+    output memory type list, in model order (graph by graph, each in its op order).
+
+    The rules use them only on the scoped graphs (lay_graph), so no walk of GE's node order is needed. The
+    nodes that hold the attributes are looked up in ``db``'s ``node_attr`` (through its ``key`` index) when
+    ``db`` is a fact database of ``model`` in step with it (the rules read every other attribute from there
+    too): a large model has few or none, and visiting every node costs ~40 ms at 100 k nodes. Without such a
+    database, or when its names do not resolve in the IR, every node is visited."""
+    holders = _mem_type_holders(model, db)
+    if holders is None:
+        holders = [
+            (x, n)
+            for x in model.graphs
+            for n in x.nodes.values()
+            if INPUT_MEM_TYPE_LIST in n.attrs or OUTPUT_MEM_TYPE_LIST in n.attrs
+        ]
+    rows = []
+    for x, n in holders:
+        attrs = n.attrs
+        for io, key in (("in", INPUT_MEM_TYPE_LIST), ("out", OUTPUT_MEM_TYPE_LIST)):
+            if key in attrs:
+                for i, t in enumerate(attr_int_list(n, key)):
+                    rows.append((x.name, n.name, io, i, int(t)))
+    return rows
+
+
+def _mem_type_holders(model: Model, db: FactDB | Any) -> list[tuple[Graph, Node]] | None:
+    """The (graph, node) pairs of ``model`` with a memory type list attribute, in model order, found through
+    ``db``'s ``node_attr`` rows; None when ``db`` is not a SQLite fact database or names a graph or node the
+    IR does not have (e.g. facts with qualified graph names): the caller then visits every node."""
+    import sqlite3
+
+    conn = getattr(db, "conn", db)
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    try:
+        found = conn.execute(
+            "SELECT graph, node FROM node_attr WHERE key IN (?, ?)", (INPUT_MEM_TYPE_LIST, OUTPUT_MEM_TYPE_LIST)
+        ).fetchall()
+    except sqlite3.Error:
+        return None
+    if not found:
+        return []
+    graph_of = {x.name: x for x in model.graphs}
+    names: dict[str, set[str]] = {}
+    for gname, node in found:
+        x = graph_of.get(gname)
+        if x is None or node not in x.nodes:
+            return None
+        names.setdefault(gname, set()).add(node)
+    # model order: the graphs in order, each holder graph's nodes in its op order (only those graphs are visited)
+    holders: list[tuple[Graph, Node]] = []
+    for x in model.graphs:
+        wanted = names.get(x.name)
+        if wanted is not None:
+            holders.extend([(x, n) for n in x.nodes.values() if n.name in wanted])
+    return holders
 
 
 # what the pass reads back
@@ -140,7 +191,7 @@ def _run(
     from anchorlog.analysis.order import node_order_rows
     from anchorlog.analysis.symbols import assemble_symbol_table
 
-    extra = layout_inputs(model, g, opts)
+    extra = layout_inputs(model, g, opts, db=db)
     extra["layout_dead_checker"] = [(c,) for c in sorted(dead_checkers)]
     extra.update(symbol_inputs(node_order_rows(model, g), g.name))
     res = _program().run(db, engine=engine, extra=extra, outputs=outputs + TABLE_OUTPUTS)
