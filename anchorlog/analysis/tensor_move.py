@@ -8,8 +8,9 @@ How it works
    relations), the path entries' fan-out, shared ref outputs, siblings with their RW types and flags, the
    pending ordering edges (their cycle check over the whole graph is ``tm_cycle.dl`` on ``reach.dl``) and
    Rule 4's RW matrix per successor (``rw_types.dl``). :class:`TMRules` runs it over the pipeline's shared
-   fact database (:func:`anchorlog.analysis.fact_cache.shared_facts`): the traceback over the whole database,
-   the rest over the slice of it the TensorMoves' neighbourhood needs.
+   fact database (:func:`anchorlog.analysis.fact_cache.shared_facts`): for a re-derivation the traceback over
+   the whole database, the rest over the slice of it the TensorMoves' neighbourhood needs; the first derivation
+   (many TensorMoves) runs ``tensor_move.dl`` over the whole database, without the traceback run or a slice.
 2. **Decide one TensorMove at a time, in GE's order.** GE runs the pass as a node pass (``GEPass``): nodes are
    visited from the inputs forward, a subgraph when its owner is visited, and the neighbours of a deleted node
    are visited again. :func:`run_gepass` reproduces that walk; each TensorMove visit applies the five rules in
@@ -18,8 +19,9 @@ How it works
    deleted TensorMove or passing its producer (:meth:`TMFacts.stale_after_bypass`), otherwise those mentioning
    any touched node (and, when ordering edges were added, those with pending edges); before the next decision
    about one of them the shared facts are refreshed for the edited nodes only and the rules re-run for the
-   stale TensorMoves only (relation ``tm_seed``), over a slice of their neighbourhood. Rule 5 uses the symbol table built once and merged per
-   deletion (:class:`TMSymbols`, the shared symbols module) and the layout checkers.
+   stale TensorMoves only (relation ``tm_seed``), over a slice of their neighbourhood. Rule 5 uses the symbol table built once (after the
+   first derivation, asked only for the TensorMoves that can reach Rule 5: :meth:`TensorMoveDecider._symbol_asks`)
+   and merged per deletion (:class:`TMSymbols`, the shared symbols module) and the layout checkers.
 3. **Rewrite.** Pending control edges land first (rollback on failure), then
    :func:`anchorlog.runtime.rewrite.isolate_and_delete` relinks like ``IsolateAndDeleteNode(tm, {0})``, then the
    symbol table is merged like ``MergeTensorMoveSymbolAfterDelete``.
@@ -341,7 +343,9 @@ class TMRules:
     path nodes, their consumers and the wrappers among or above them with their subgraphs and neighbours
     (:meth:`_closure`): demand restriction, as magic sets would do it, so a re-derivation costs what the
     stale TensorMoves' neighbourhood holds, not what the graph holds. The cycle check of pending ordering edges (``tm_cycle.dl``) needs the whole graph and
-    runs over the whole database, only when there are pending edges."""
+    runs over the whole database, only when there are pending edges. A derivation of many TensorMoves (the first one,
+    see ``whole_db_seed``) skips the traceback run and the slice and runs ``tensor_move.dl`` over the whole database:
+    the slice is a demand restriction, so the rows are the same."""
 
     def __init__(
         self,
