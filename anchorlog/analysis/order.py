@@ -399,8 +399,10 @@ def remembered_topological_order(model: Model) -> dict[str, list[Node]] | None:
 def topological_resort(model: Model, edited: Iterable[str]) -> None:
     """:func:`topological_sorting` after edits confined to the graphs named ``edited`` since the last sort of
     ``model``: a graph's DFS order depends on its own nodes and edges only, so only those graphs are sorted
-    again (plus any graph whose node count changed); ids are renumbered over ``GetAllNodes(root)`` as a full
-    sort does. A full sort when the model was never sorted or its list of graphs changed."""
+    again (plus any graph whose node count changed), each resumed from a checkpoint of its last sort when its
+    edge journal allows (:func:`_resume_dfs`; the same order as a full sort); ids are renumbered over
+    ``GetAllNodes(root)`` as a full sort does. A full sort when the model was never sorted or its list of graphs
+    changed."""
     cached = _TOPO.get(model)
     if cached is None or len(cached) != len(model.graphs) or any(g.name not in cached for g in model.graphs):
         topological_sorting(model)
