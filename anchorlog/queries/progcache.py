@@ -13,9 +13,10 @@ cheaper. An entry is valid only while all of these are unchanged:
 
 Where: ``$ANCHORLOG_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/anchorlog`` or ``~/.cache/anchorlog``; entries
 live in its ``programs/`` folder. ``ANCHORLOG_CACHE_DIR=off`` (also ``0``, ``no``, ``none``, ``false``,
-``disabled``) turns the cache off. The cache never makes a run fail: an unreadable, truncated, corrupt or
-foreign entry is ignored (and rewritten), an unwritable folder means no cache; entries are written to a temp
-file and moved in place with os.replace, so concurrent processes see either the old or the new whole entry.
+``disable``, ``disabled``; any case) turns the cache off. The cache never makes a run fail: an unreadable,
+truncated, corrupt or foreign entry is ignored (and rewritten), an unwritable folder means no cache; entries are
+written to a temp file and moved in place with os.replace, so concurrent processes see either the old or the new
+whole entry.
 
 Only the program state is stored (syntax tree, arities, strata). The per-program memos the evaluator attaches
 later (evaluate._program_memo, the rule-atom lists keyed by id(rule)) are not: they are keyed by object ids and
