@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1290,7 +1290,14 @@ _NEXT_ITERATION = ("NextIteration", "RefNextIteration")
 _MAX_PASS_MULTIPLE = 10
 
 
-def run_gepass(model: Model, graph: Graph, visit, depth: int = 0, *, only: frozenset[str] | None = None) -> None:
+def run_gepass(
+    model: Model,
+    graph: Graph,
+    visit: Callable[[Graph, Node], list[str] | None],
+    depth: int = 0,
+    *,
+    only: frozenset[str] | None = None,
+) -> None:
     """Walk ``graph`` as ``GEPass::Run`` does, calling ``visit(graph, node) -> list[str] | None`` (names of nodes
     to re-pass when the visit deleted the node). Subgraphs are walked when their owner is visited. ``only``: the
     node types ``visit`` acts on (for any other node it is not called and the walk goes on as if it returned
