@@ -23,8 +23,10 @@ except ImportError:  # pragma: no cover - run from the project root with another
     from tests.test_ge_io_fuzz import models
     from tests.test_ge_io_writer import _model
 
-REAL_GRAPHS = sorted(glob.glob("/work/shared/real-graphs/*.txt"))
-CONFORMANCE_MODELS = sorted(glob.glob("/work/shared/conformance/cases/*/model.pbtxt"))
+# ../shared beside the checkout (absent in a clone elsewhere: those tests skip)
+SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared")
+REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
+CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 
 
 def _reference_text(model: Model) -> str:

@@ -17,7 +17,9 @@ from anchorlog.queries import Program, progcache
 
 QUERIES = Path(progcache.__file__).parent
 RULE_FILES = sorted(QUERIES.glob("*.dl"))
-CASES = Path("/work/shared/conformance/cases")
+CASES = (
+    Path(__file__).resolve().parent.parent.parent / "shared" / "conformance" / "cases"
+)  # ../shared beside the checkout
 MODELS = [
     CASES / c / "model.pbtxt"
     for c in (
