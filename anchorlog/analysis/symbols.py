@@ -346,7 +346,9 @@ DEMAND_ROWS = {
 }
 
 
-def asked_symbol_table(model: Model, ctx: Any, program: Any, tree: str, *, engine: str = "auto") -> SymbolTable | None:
+def asked_symbol_table(
+    model: Model, ctx: Any, program: Any, tree: str, *, engine: str = "auto", extra: dict[str, Any] | None = None
+) -> SymbolTable | None:
     """GE's table of the root graph (as :func:`cached_symbol_table`), restricted to the classes a program that
     includes ``symbols.dl`` asks for: ``tree`` names its ``(aid, founder)`` relation holding every anchor of
     those classes (``ds_member_in`` / ``ds_member_out`` of the founders asked through ``sym_ask_members``). The
@@ -356,7 +358,9 @@ def asked_symbol_table(model: Model, ctx: Any, program: Any, tree: str, *, engin
 
     None when a symbol name could collide across graphs (a founder or phantom anchor of a node whose name occurs in
     two mapped graphs: in the whole table one such symbol replaces the other, which a part cannot tell): the caller
-    then needs the whole table."""
+    then needs the whole table.
+
+    ``extra``: further input relations of ``program`` (beside symbols.dl's own), e.g. which nodes to ask about."""
     from anchorlog.analysis.fact_cache import shared_facts
 
     g = model.resolve_graph(None)
@@ -364,7 +368,7 @@ def asked_symbol_table(model: Model, ctx: Any, program: Any, tree: str, *, engin
     res = program.run(
         shared_facts(model, ctx),
         engine=_pick_engine(engine, len(order)),
-        extra=symbol_inputs(order),
+        extra={**(extra or {}), **symbol_inputs(order)},
         outputs=[tree, *DEMAND_ROWS.values()],
     )
     graph_of: dict[str, str] = {}

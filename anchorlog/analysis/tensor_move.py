@@ -206,10 +206,8 @@ class TMSymbols:
         self.asked: frozenset[tuple[str, str]] | None = frozenset(ask) if ask is not None else None
         table = None
         if ctx is not None:  # over the pipeline's shared fact database (no private fact build)
-            program: Any = _program(TM_SYMTAB_DL)
-            if self.asked is not None:
-                program = _WithInputs(program, {"tm_sym_only": [(1,)], "tm_sym_ask": sorted(self.asked)})
-            table = asked_symbol_table(model, ctx, program, "tm_sym_tree")
+            only = None if self.asked is None else {"tm_sym_only": [(1,)], "tm_sym_ask": sorted(self.asked)}
+            table = asked_symbol_table(model, ctx, _program(TM_SYMTAB_DL), "tm_sym_tree", extra=only)
         a2s, s2a = table.as_pair() if table is not None else symbol_table(model, ctx=ctx)
         self.a2s: dict[tuple, str] = dict(a2s)
         self.s2a: dict[str, list[tuple]] = {s: list(v) for s, v in s2a.items()}
@@ -288,18 +286,6 @@ _SLICE_BY_NODE = {
     "tensor_attr": "node",
 }
 _SLICE_TENSOR_KEYS = ("_parent_node_index", "_special_input_size")  # the tensor attrs rw_types.dl reads
-
-
-class _WithInputs:
-    """A rule program whose runs get these input relations on top of the caller's (``asked_symbol_table`` runs
-    the program it is given with its own inputs only)."""
-
-    def __init__(self, program: Any, inputs: dict[str, list[tuple]]) -> None:
-        self.program = program
-        self.inputs = inputs
-
-    def run(self, db: Any, *, extra: dict[str, Any] | None = None, **kw: Any) -> Any:
-        return self.program.run(db, extra={**(extra or {}), **self.inputs}, **kw)
 
 
 def _program(path: Path) -> Any:
