@@ -298,6 +298,11 @@ class RWTypes:
         self.in_changed: set[tuple[str, str]] = set()
         self.out_changed: set[tuple[str, str]] = set()
 
+    @property
+    def io_rows(self) -> list[tuple[str, str, str, int, str]] | None:
+        """The ``io_name`` rows (op input/output names) the evaluations read; None before the first one."""
+        return self._io_rows
+
     # ---------------------------------------------------------------------------------------------- evaluation
     def evaluate(
         self, ask_out: Iterable[tuple] = (), ask_in: Iterable[tuple] = (), *, init_only: bool = False

@@ -757,7 +757,7 @@ class TensorMoveDecider:
                 # rules over the run's shared fact database; only what the initialisation reads (the pass asks its
                 # own types through tensor_move.dl)
                 rw = RWTypes.init_rw_conflict_check(model, self.ctx, init_only=True)
-                io_rows = rw._io_rows  # noqa: SLF001 - the op names the initialisation read (see below)
+                io_rows = rw.io_rows  # the op names the initialisation read (see below)
                 self.rw_state = "primed"
                 primed = True
             except AnchorlogError as err:
