@@ -7,9 +7,10 @@ cheaper. An entry is valid only while all of these are unchanged:
 * the text of the root file and of every file it includes (their resolved paths and contents; how each
   ``.include`` name resolved is re-checked too, so a retargeted symlink is noticed),
 * the path the program was loaded by (error places name it),
-* anchorlog's version, :data:`FORMAT` (bump it when the AST / Program classes change), the Python version and
-  the source text of the engine modules that build a program (syntax.py, analysis.py, program.py, this file),
-  so an edited parser or checker never meets a program it did not build.
+:data:`FORMAT` (bump it when the AST / Program classes change), the Python version and the source text of
+  the engine modules that build a program (syntax.py, analysis.py, program.py, this file), so an edited parser or
+  checker never meets a program it did not build (whatever anchorlog's version says: a source checkout keeps
+  one version while its files change).
 
 Where: ``$ANCHORLOG_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/anchorlog`` or ``~/.cache/anchorlog``; entries
 live in its ``programs/`` folder. ``ANCHORLOG_CACHE_DIR=off`` (also ``0``, ``no``, ``none``, ``false``,
@@ -60,32 +61,10 @@ def cache_dir() -> Path | None:
         return None
 
 
-def _anchorlog_version() -> str:
-    """The installed distribution's version (from its dist-info folder name; importlib.metadata alone would cost
-    ~40 ms of imports per process) plus, for a source checkout, the text of pyproject.toml beside the package."""
-    import anchorlog
-
-    found = [getattr(anchorlog, "__version__", "")]
-    for entry in sys.path:
-        if os.path.basename(entry) not in ("site-packages", "dist-packages"):
-            continue  # listing every sys.path folder (the working directory too) can cost more than the load
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        found += sorted(n for n in names if n.startswith("anchorlog-") and n.endswith(".dist-info"))
-    pyproject = Path(anchorlog.__file__).resolve().parent.parent / "pyproject.toml"
-    try:
-        found.append(hashlib.sha256(pyproject.read_bytes()).hexdigest())
-    except OSError:
-        pass
-    return "|".join(found)
-
-
 def fingerprint() -> str:
-    """What every entry of this process must have been built by: format, versions and engine sources."""
+    """What every entry of this process must have been built by: format, Python version and engine sources."""
     if not _fingerprint_memo:
-        h = hashlib.sha256(f"{FORMAT}|{_anchorlog_version()}|{sys.version_info[:3]}|".encode())
+        h = hashlib.sha256(f"{FORMAT}|{sys.version_info[:3]}|".encode())
         here = Path(__file__).parent
         for name in _ENGINE_MODULES:
             try:
