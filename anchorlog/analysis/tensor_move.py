@@ -423,8 +423,15 @@ class TMRules:
             # is a demand restriction, so the whole database gives the same rows
             res = self.prog.run(self.db, engine="sqlite", outputs=wanted, extra={**extra, "io_name": self.io_rows()})
             out = {r: res.rows(r) for r in wanted}
-            out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
-            return out
+        else:
+            out = self._derive_in_slice(seed, bypass, wanted, extra)
+        out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
+        return out
+
+    def _derive_in_slice(
+        self, seed: list[tuple[str, str]], bypass: list[Bypass] | None, wanted: list[str], extra: dict[str, Any]
+    ) -> dict[str, list[tuple]]:
+        """:meth:`derive` over the slice its traceback chooses (the demand restriction described on the class)."""
         traced = list(seed) + [(b.graph, b.tm) for b in bypass or ()]
         res = self.trace_prog.run(
             self.db,
@@ -446,11 +453,9 @@ class TMRules:
                 self._bypass_in_slice(sl, bypass)
             io = self.io_rows(self._sliced - {(b.graph, b.tm) for b in bypass or ()})
             res = self.prog.run(sl, engine="sqlite", outputs=wanted, extra={**extra, "io_name": io})
-            out = {r: res.rows(r) for r in wanted}
+            return {r: res.rows(r) for r in wanted}
         finally:
             sl.close()
-        out["tm_pending_cycle"] = self.cycles(out["tm_pending"]) if out["tm_pending"] else []
-        return out
 
     @staticmethod
     def _bypass_in_slice(sl: Any, bypass: list[Bypass]) -> None:
