@@ -11,6 +11,7 @@ from anchorlog.cli import main
 from anchorlog.errors import InputError
 from anchorlog.facts import ge_io
 from anchorlog.facts.validate import find_cycle
+from tests.shared_paths import SHARED, requires_shared
 
 
 def op(name: str, typ: str = "ReLU", inputs=(), outputs: int = 1, extra: str = "") -> str:
@@ -121,9 +122,10 @@ def test_text_that_is_not_utf8(tmp_path):
         ge_io.read_model(path)
 
 
+@requires_shared
 @pytest.mark.parametrize("target", ["missing_dir/out.pbtxt", "."])
 def test_unwritable_output(tmp_path, capsys, target):
-    src = "/work/shared/real-graphs/origin.txt"
+    src = f"{SHARED}/real-graphs/origin.txt"
     out = str(tmp_path / target) if target != "." else str(tmp_path)
     assert main(["convert", src, out]) == 2
     err = capsys.readouterr().err
@@ -131,19 +133,20 @@ def test_unwritable_output(tmp_path, capsys, target):
     assert not os.path.exists(tmp_path / "missing_dir")
 
 
+@requires_shared
 def test_unwritable_output_read_only_dir(tmp_path, capsys):
     if os.geteuid() == 0:
         pytest.skip("root can write anywhere")
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
-    assert main(["convert", "/work/shared/real-graphs/origin.txt", str(ro / "o.pbtxt")]) == 2
+    assert main(["convert", f"{SHARED}/real-graphs/origin.txt", str(ro / "o.pbtxt")]) == 2
     assert "permission denied" in capsys.readouterr().err
 
 
 # --- outputs that would destroy an input, unknown output formats, outputs that cannot be created ----------
 
-ORIGIN = "/work/shared/real-graphs/origin.txt"
+ORIGIN = f"{SHARED}/real-graphs/origin.txt"
 
 
 @pytest.fixture

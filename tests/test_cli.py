@@ -13,9 +13,10 @@ from anchorlog.analysis import registry
 from anchorlog.cli import build_parser, main
 from anchorlog.errors import PassFailure
 from anchorlog.facts import ge_io
+from tests.shared_paths import SHARED, requires_shared
 
-REAL = "/work/shared/real-graphs/ge_proto_00046_afterUBMatch.txt"
-CASE = "/work/shared/conformance/cases/tm_st_both_writers_kept/model.pbtxt"
+REAL = f"{SHARED}/real-graphs/ge_proto_00046_afterUBMatch.txt"
+CASE = f"{SHARED}/conformance/cases/tm_st_both_writers_kept/model.pbtxt"
 
 
 @pytest.fixture
@@ -44,6 +45,7 @@ def test_help_exits_zero(capsys):
     assert "--report" in capsys.readouterr().out
 
 
+@requires_shared
 def test_convert_text_binary_text(tmp_path, capsys):
     pb, txt = tmp_path / "m.pb", tmp_path / "m.pbtxt"
     assert main(["convert", REAL, str(pb)]) == 0
@@ -53,11 +55,13 @@ def test_convert_text_binary_text(tmp_path, capsys):
     assert "m.pb" in err and err.count("\n") == 1  # one progress line, none with --quiet
 
 
+@requires_shared
 def test_convert_refuses_onnx_output(tmp_path, capsys):
     assert main(["convert", REAL, str(tmp_path / "m.onnx")]) == 2
     assert "ONNX" in capsys.readouterr().err
 
 
+@requires_shared
 def test_show(capsys):
     assert main(["show", REAL]) == 0
     out = capsys.readouterr().out
@@ -68,10 +72,11 @@ def test_show(capsys):
     assert s["graphs"][0]["root"] and s["tensors"]["total_bytes"] > 0
 
 
+@requires_shared
 def test_show_subgraph_owner(capsys):
     case = next(
         p
-        for p in sorted(__import__("glob").glob("/work/shared/conformance/cases/*/model.pbtxt"))
+        for p in sorted(__import__("glob").glob(f"{SHARED}/conformance/cases/*/model.pbtxt"))
         if "subgraph_name" in open(p).read()
     )
     assert main(["show", "--json", case]) == 0
@@ -80,6 +85,7 @@ def test_show_subgraph_owner(capsys):
     assert subs and all(g["owner"] for g in subs)
 
 
+@requires_shared
 def test_optimize_runs_passes_and_writes_report(tmp_path, passes, capsys):
     seen = []
 
@@ -102,6 +108,7 @@ def test_optimize_runs_passes_and_writes_report(tmp_path, passes, capsys):
     assert "pass test-mark" in capsys.readouterr().err  # progress lines
 
 
+@requires_shared
 def test_optimize_binary_output(tmp_path, passes):
     passes("test-noop", lambda m, c: {})
     out, rep = tmp_path / "o.pb", tmp_path / "r.json"
@@ -109,6 +116,7 @@ def test_optimize_binary_output(tmp_path, passes):
     assert ge_io.read_model(out).num_nodes() == ge_io.read_model(CASE).num_nodes()
 
 
+@requires_shared
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -128,6 +136,7 @@ def test_optimize_option_errors(tmp_path, passes, capsys, extra, message):
     assert not out.exists() and not rep.exists()
 
 
+@requires_shared
 def test_optimize_pass_failure_writes_no_output(tmp_path, passes, capsys):
     def fail(model, ctx):
         raise PassFailure("GE fails the compile here", "node Relu")
@@ -142,6 +151,7 @@ def test_optimize_pass_failure_writes_no_output(tmp_path, passes, capsys):
     assert report["lint"] == [] and "GE fails the compile" in report["error"]
 
 
+@requires_shared
 def test_internal_error_is_one_line_exit_1(tmp_path, passes, capsys):
     def boom(model, ctx):
         raise RuntimeError("unexpected\nstate")
@@ -156,12 +166,14 @@ def test_internal_error_is_one_line_exit_1(tmp_path, passes, capsys):
     assert "Traceback" in capsys.readouterr().err
 
 
+@requires_shared
 def test_output_and_report_must_differ(tmp_path, passes, capsys):
     passes("test-noop", lambda m, c: {})
     same = tmp_path / "x.json"
     assert main(["optimize", CASE, "-o", str(same), "--report", str(same), "--passes", "test-noop"]) == 2
 
 
+@requires_shared
 def test_default_passes_is_o3(tmp_path, capsys):
     if "o3" not in registry.load_all():
         pytest.skip("o3 pipeline not registered yet")

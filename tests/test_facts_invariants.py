@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import COLUMNS, RELATIONS, FactDB, tables_from_model
+from tests.shared_paths import SHARED
 
 TYPES = ["Data", "ReLU", "Add", "Reshape", "Merge", "TensorMove", "Const", "Concat", "Identity"]
 
@@ -127,7 +128,7 @@ def test_refresh_after_random_edit_equals_fresh_derivation(model):
         assert sorted(db.rows(rel), key=repr) == sorted(fresh.rows(rel), key=repr), rel
 
 
-REAL = sorted(glob.glob("/work/shared/real-graphs/*.txt"))
+REAL = sorted(glob.glob(f"{SHARED}/real-graphs/*.txt"))
 
 
 @pytest.mark.skipif(not REAL, reason="real GE dumps not available")

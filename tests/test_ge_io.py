@@ -16,9 +16,10 @@ from anchorlog.errors import InputError
 from anchorlog.facts import ge_io
 from anchorlog.facts import ge_ir_pb2 as pb
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, Node, TensorDesc
+from tests.shared_paths import SHARED, requires_shared
 
-REAL = sorted(glob.glob("/work/shared/real-graphs/*.txt"))
-CASES = sorted(glob.glob("/work/shared/conformance/cases/*/model.pbtxt"))
+REAL = sorted(glob.glob(f"{SHARED}/real-graphs/*.txt"))
+CASES = sorted(glob.glob(f"{SHARED}/conformance/cases/*/model.pbtxt"))
 REAL_OPS = {
     "ge_proto_00015_OptimizeQuantGraph_FeGraphFusionAfter.txt": 465,
     "ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt": 710,
@@ -102,8 +103,9 @@ def test_matches_protobuf_text_format(path):
     assert ours == reference
 
 
+@requires_shared
 def test_real_dump_content():
-    model = ge_io.read_model("/work/shared/real-graphs/origin.txt")
+    model = ge_io.read_model(f"{SHARED}/real-graphs/origin.txt")
     g = model.root
     assert g.name == "partition0_rank31_new_sub_graph102"
     pad = g.nodes["generator/resblock_7/res1/conv_0/reflect"]
@@ -127,6 +129,7 @@ def test_real_dump_content():
     assert g.nodes["new_sub_graph102_PlaceHolder122"].output_desc[0].shape is None  # no ShapeDef at all
 
 
+@requires_shared
 def test_real_dump_func_and_float_attrs():
     model = ge_io.read_model(REAL[1])
     kinds = {a.kind for n in model.all_nodes() for a in n.attrs.values()}
@@ -138,6 +141,7 @@ def test_real_dump_func_and_float_attrs():
 # ---------------------------------------------------------------------------------------------------------
 # Conformance models
 # ---------------------------------------------------------------------------------------------------------
+@requires_shared
 def test_every_conformance_model_round_trips():
     assert len(CASES) > 100
     for path in CASES:
@@ -149,6 +153,7 @@ def test_every_conformance_model_round_trips():
         assert_same_model(model, ge_io.read_model_bytes(ge_io.model_to_bytes(model)))
 
 
+@requires_shared
 def test_subgraphs_and_control_inputs_of_a_case():
     path = next(p for p in CASES if "subgraph_name" in open(p).read())
     model = ge_io.read_model(path)
@@ -203,6 +208,7 @@ def test_general_syntax():
     assert ref.graph[0].op[2].attr["raw"].bt == b"\xff\x00A"
 
 
+@requires_shared
 def test_fast_and_general_paths_agree():
     printer_shaped = REAL[-2:] + CASES[:20]
     checked = 0
@@ -382,6 +388,7 @@ def test_all_attribute_kinds_round_trip():
 # ---------------------------------------------------------------------------------------------------------
 # Files
 # ---------------------------------------------------------------------------------------------------------
+@requires_shared
 def test_write_model_by_suffix_and_sniffing(tmp_path):
     model = ge_io.read_model(REAL[-1])
     for name in ("m.pbtxt", "m.txt", "m.pb"):

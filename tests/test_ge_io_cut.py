@@ -20,6 +20,7 @@ from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Graph, Model, Node
 from anchorlog.facts.relations import tables_from_model
 from anchorlog.gcpause import paused_gc
+from tests.shared_paths import SHARED
 
 try:  # the structural comparison used for the real dumps
     from test_ge_io import canon
@@ -28,8 +29,8 @@ except ImportError:  # pragma: no cover - run from the project root with another
     from tests.test_ge_io import canon
     from tests.test_ge_io_fuzz import models
 
-REAL = sorted(glob.glob("/work/shared/real-graphs/*.txt"))
-CASES = sorted(glob.glob("/work/shared/conformance/cases/*/model.pbtxt"))
+REAL = sorted(glob.glob(f"{SHARED}/real-graphs/*.txt"))
+CASES = sorted(glob.glob(f"{SHARED}/conformance/cases/*/model.pbtxt"))
 
 
 def sharing(m: Model) -> list:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from anchorlog.facts import ge_io
 from anchorlog.facts.graph import Attr, AttrList, Graph, Model, Node, TensorDesc
+from tests.shared_paths import SHARED, requires_shared
 
 
 def _desc(shape: list[int], shared: dict[str, Attr] | None = None, **kw) -> TensorDesc:
@@ -82,11 +83,12 @@ def test_generated_graph_text_identical_with_and_without_block_reuse() -> None:
     assert ge_io.model_to_text(ge_io.read_model_text(text)) == text
 
 
+@requires_shared
 def test_binary_output_is_the_same_in_every_process(tmp_path) -> None:
     import subprocess
     import sys
 
-    real = "/work/shared/real-graphs/ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt"
+    real = f"{SHARED}/real-graphs/ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt"
     code = (
         "import hashlib, sys\n"
         "from anchorlog.facts import ge_io\n"

@@ -20,13 +20,14 @@ from anchorlog.analysis.symbols import symbol_table
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.graph import Model, Node
 from anchorlog.facts.relations import ModelIndex
+from tests.shared_paths import SHARED
 
 try:  # GE's marking replayed in Python, kept as the oracle (tests/oracles/layout_marks.py)
     from oracles.layout_marks import mark_node
 except ImportError:  # pragma: no cover
     from tests.oracles.layout_marks import mark_node
 
-CASES = os.environ.get("ANCHORLOG_CASES", "/work/shared/conformance/cases")
+CASES = os.environ.get("ANCHORLOG_CASES", f"{SHARED}/conformance/cases")
 TM_MODELS = sorted(glob.glob(os.path.join(CASES, "tm_*", "model.pbtxt")))[::2]
 
 
@@ -178,7 +179,7 @@ def test_rules_answer_like_the_python_marking_on_tm_models(path):
 
 # ---- demand-driven attributes (asked_nodes): layout.dl's layout_asked_attr for the asked nodes equals
 # layout_marked_attr (the whole model) restricted to them
-REAL = os.environ.get("ANCHORLOG_REAL_GRAPHS", "/work/shared/real-graphs")
+REAL = os.environ.get("ANCHORLOG_REAL_GRAPHS", f"{SHARED}/real-graphs")
 SCOPE_MODELS = (
     sorted(glob.glob(os.path.join(CASES, "tm_*", "model.pbtxt")))
     + sorted(glob.glob(os.path.join(CASES, "layout_*", "model.pbtxt")))[::3]

@@ -16,13 +16,14 @@ from anchorlog.analysis.layout_conflict.rules import layout_facts
 from anchorlog.analysis.layout_conflict.tables import ABSOLUTE_CONFLICT
 from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.relations import ModelIndex
+from tests.shared_paths import SHARED
 
 try:  # GE's marking replayed in Python, kept as the oracle (tests/oracles/layout_marks.py)
     from oracles.layout_marks import mark_all
 except ImportError:  # pragma: no cover
     from tests.oracles.layout_marks import mark_all
 
-CASES = os.environ.get("ANCHORLOG_CASES", "/work/shared/conformance/cases")
+CASES = os.environ.get("ANCHORLOG_CASES", f"{SHARED}/conformance/cases")
 # every other layout case keeps the suite fast (each run builds a fact database and runs the rules)
 LAYOUT_MODELS = sorted(glob.glob(os.path.join(CASES, "layout_*", "model.pbtxt")))[::2]
 

@@ -18,6 +18,7 @@ from anchorlog.errors import PassFailure
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Graph, Model, Node
 from tests.oracles import ge_order as oracle
+from tests.shared_paths import SHARED
 
 _TYPES = ["Data", "RefData", "Const", "Add", "Relu", "NextIteration", "RefNextIteration", "Input", "Send", "Recv"]
 _TYPE_WEIGHTS = [4, 1, 3, 8, 6, 1, 1, 1, 1, 1]
@@ -183,8 +184,8 @@ def test_multi_output_producer_walks_its_anchors_by_index() -> None:
 
 
 def _model_files() -> list[Path]:
-    cases = sorted(Path("/work/shared/conformance/cases").glob("*/model.pbtxt"))
-    dumps = sorted(p for p in Path("/work/shared/real-graphs").glob("*.txt"))
+    cases = sorted(Path(f"{SHARED}/conformance/cases").glob("*/model.pbtxt"))
+    dumps = sorted(p for p in Path(f"{SHARED}/real-graphs").glob("*.txt"))
     return cases + dumps
 
 

@@ -7,10 +7,12 @@ import json
 import pytest
 
 from anchorlog.cli import main
+from tests.shared_paths import SHARED, requires_shared
 
-CASE = "/work/shared/conformance/cases/tm_st_both_writers_kept/model.pbtxt"
+CASE = f"{SHARED}/conformance/cases/tm_st_both_writers_kept/model.pbtxt"
 
 
+@requires_shared
 @pytest.mark.parametrize(
     ("option", "passes"),
     [
@@ -31,6 +33,7 @@ def test_bad_option_value_fails_before_any_pass(tmp_path, capsys, option, passes
     assert not out.exists() and not rep.exists()
 
 
+@requires_shared
 @pytest.mark.parametrize(
     "option",
     [
