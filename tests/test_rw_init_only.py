@@ -15,8 +15,8 @@ from anchorlog.analysis.rw_conflict import RWTypes
 from anchorlog.facts.ge_io import read_model, write_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
+from tests.shared_paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = (
     sorted(
         p

@@ -21,13 +21,13 @@ from anchorlog.errors import AnchorlogError
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
+from tests.shared_paths import SHARED
 
 try:  # the oracle lives next to the tests (importable whichever way pytest put tests/ on the path)
     from oracles import rw_replay
 except ImportError:  # pragma: no cover
     from tests.oracles import rw_replay
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = sorted((SHARED / "conformance" / "cases").glob("*/model.pbtxt")) if SHARED.is_dir() else []
 REAL = sorted((SHARED / "real-graphs").glob("*.txt")) if SHARED.is_dir() else []
 

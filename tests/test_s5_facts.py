@@ -20,11 +20,11 @@ from anchorlog.facts import relations as new
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Attr, AttrList, Model, TensorDesc
+from tests.shared_paths import SHARED
 from tests.test_facts_invariants import random_models
 
 ORACLE_REV = "b9e97a1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 

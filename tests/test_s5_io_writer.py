@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 from anchorlog.facts import ge_io
 from anchorlog.facts.graph import Attr, AttrList, Model, NamedAttrs, Node, TensorDef, TensorDesc
+from tests.shared_paths import SHARED
 
 try:  # the model helpers of the older writer and fuzz tests
     from test_ge_io_fuzz import models
@@ -24,7 +25,6 @@ except ImportError:  # pragma: no cover - run from the project root with another
     from tests.test_ge_io_writer import _model
 
 # ../shared beside the checkout (absent in a clone elsewhere: those tests skip)
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared")
 REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 

@@ -4,7 +4,6 @@ ds_*_have relations; the engine's covering lookup indexes and input-type scan) g
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
 from anchorlog.queries import Program, evaluate
+from tests.shared_paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = sorted((SHARED / "conformance" / "cases").glob("*/model.pbtxt")) if SHARED.is_dir() else []
 # models with subgraphs, Merges, RefData, unvisited producers, ...: a sample of every family
 SAMPLE = [p for p in CASES if p.parent.name.startswith(("layout_", "tm_", "rw_", "sym"))][::3]

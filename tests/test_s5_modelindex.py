@@ -27,10 +27,10 @@ from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
+from tests.shared_paths import SHARED
 
 ORACLE_REV = "b9e97a1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 

@@ -7,7 +7,6 @@ end up kept before Rule 5."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from anchorlog.facts.builder import GraphBuilder
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
+from tests.shared_paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 TM_CASES = sorted((SHARED / "conformance" / "cases").glob("tm_*/model.pbtxt")) if SHARED.is_dir() else []
 
 

@@ -5,7 +5,6 @@ and the pass the same report."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,8 @@ from anchorlog.analysis import tensor_move as tmmod
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
+from tests.shared_paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 TM_CASES = sorted((SHARED / "conformance" / "cases").glob("tm_*/model.pbtxt")) if SHARED.is_dir() else []
 
 

@@ -6,8 +6,6 @@ builder graphs. layout.dl reads these relations."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -17,13 +15,13 @@ from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
 from anchorlog.queries import Program
+from tests.shared_paths import SHARED
 
 try:  # tests/ is on sys.path in pytest's default import mode
     from test_symbols_oracle import builder_graphs
 except ImportError:  # pragma: no cover - another import mode, run from the project root
     from tests.test_symbols_oracle import builder_graphs
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = sorted((SHARED / "conformance" / "cases").glob("*/model.pbtxt")) if SHARED.is_dir() else []
 
 # what is asked: rows computed from a run of the whole table (sym_all), every k-th node's anchors and founders

@@ -4,8 +4,6 @@ on every conformance model, every real GE dump and hypothesis-generated builder 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,13 +14,13 @@ from anchorlog.facts.builder import Edge, GraphBuilder
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.graph import Attr, Model
 from anchorlog.facts.relations import FactDB
+from tests.shared_paths import SHARED
 
 try:  # tests/ is on sys.path in pytest's default import mode
     from oracles.ge_refmap import oracle_table
 except ImportError:  # pragma: no cover - another import mode, run from the project root
     from tests.oracles.ge_refmap import oracle_table
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = sorted((SHARED / "conformance" / "cases").glob("*/model.pbtxt")) if SHARED.is_dir() else []
 DUMPS = sorted((SHARED / "real-graphs").glob("*.txt")) if SHARED.is_dir() else []
 
