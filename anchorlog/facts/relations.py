@@ -25,6 +25,7 @@ import bisect
 import functools
 import itertools
 import json
+import operator
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -498,20 +499,47 @@ def ref_from_input(index: ModelIndex, graph: Graph, node: Node, out_idx: int) ->
 # Derivation
 # --------------------------------------------------------------------------------------------------------------
 Tables = dict[str, list[tuple]]
-# The same relations with every relation's rows laid end to end in one flat list of values (row after row, in
-# column order): what the derivation builds and the bulk insert binds, slice by slice, with no row tuples made.
-FlatTables = dict[str, list[Any]]
 
 
 def empty_tables() -> dict[str, list[Any]]:
-    """An empty list per relation: to hold row tuples (:data:`Tables`) or flat values (:data:`FlatTables`)."""
+    """An empty list per relation: to hold row tuples (:data:`Tables`)."""
     return {rel: [] for rel in SCHEMA}
 
 
-def _row_tuples(flat: list[Any], rel: str) -> list[tuple]:
-    """The rows of a flat relation as tuples."""
-    it = iter(flat)
-    return list(zip(*[it] * len(SCHEMA[rel])))
+class FlatTables(dict[str, list[Any]]):
+    """The rows of the per-graph relations (all but ``op_class``) as the derivation builds them and the bulk
+    insert binds them, with no row tuples made: per relation one flat list of values laid row after row in
+    column order, WITHOUT the first column. That column names the (sub)graph owning the row (see
+    :data:`GRAPH_COLUMN`: it is the first column of every per-graph relation), and the rows of one graph are
+    derived together, so :attr:`runs` records it once per run of rows: ``(fact graph name, end offset in the
+    flat list)``, in order. The insert then binds the graph name once per statement instead of once per row
+    (one text bind in six, each a copy in SQLite)."""
+
+    def __init__(self) -> None:
+        super().__init__((rel, []) for rel in SCHEMA if rel != "op_class")
+        self.runs: dict[str, list[tuple[str, int]]] = {rel: [] for rel in self}
+
+    def end_graph(self, graph: str) -> None:
+        """Close the runs of the rows appended since the last call: they belong to fact graph ``graph``."""
+        runs = self.runs
+        for rel, values in self.items():
+            n = len(values)
+            if n:
+                done = runs[rel]
+                if not done or done[-1][1] < n:
+                    done.append((graph, n))
+
+    def row_tuples(self, rel: str) -> list[tuple]:
+        """The rows of relation ``rel`` as tuples, the graph column included."""
+        values = self[rel]
+        width = len(SCHEMA[rel]) - 1
+        rows: list[tuple] = []
+        start = 0
+        for graph, end in self.runs[rel]:
+            it = iter(values[start:end])
+            rows.extend(zip(itertools.repeat(graph, (end - start) // width), *[it] * width))
+            start = end
+        return rows
 
 
 def _graph_rows(
@@ -530,7 +558,8 @@ def _graph_rows(
     """Append the rows owned by ``graph`` to the flat tables ``t`` (values row after row), for the relations in
     ``want`` (op_class is not per graph).
 
-    ``only_nodes``: just the rows of those nodes (no ``graph`` row); ``all_props`` then still gives every
+    The rows go without their first column (the graph), which the caller records once for them with
+    ``t.end_graph``. ``only_nodes``: just the rows of those nodes (no ``graph`` row); ``all_props`` then still gives every
     node's ``node_prop`` row (positions shift when nodes come or go); ``node_positions``: the positions of the
     ``only_nodes`` present, when known (the graph's other nodes are then not visited).
 
@@ -542,13 +571,13 @@ def _graph_rows(
     if "graph" in want and only_nodes is None:
         if own is not None:
             pg, pn, _ = own
-            t["graph"].extend((gq, model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
+            t["graph"].extend((model_name, qual.get(pg.name, pg.name), pn.name, 1 if is_root else 0))
         else:
-            t["graph"].extend((gq, model_name, "", "", 1 if is_root else 0))
+            t["graph"].extend((model_name, "", "", 1 if is_root else 0))
     if "graph_attr" in want and only_nodes is None:
         rows = t["graph_attr"]
         for key, a in graph.attrs.items():
-            rows.extend((gq, key, *attr_fact_value(a)))
+            rows.extend((key, *attr_fact_value(a)))
 
     w_node, w_prop, w_attr = "node" in want, "node_prop" in want, "node_attr" in want
     w_de, w_ce, w_in, w_out = "data_edge" in want, "ctrl_edge" in want, "in_anchor" in want, "out_anchor" in want
@@ -592,7 +621,6 @@ def _graph_rows(
             if all_props and w_prop:
                 prop_ext(
                     (
-                        gq,
                         name,
                         pos,
                         -1 if node.id is None else node.id,
@@ -611,31 +639,33 @@ def _graph_rows(
             n_in = n_inputs  # Node.num_inputs
         n_out = len(out_desc)
         if w_node:
-            node_ext((gq, name, node.type))
+            node_ext((name, node.type))
         if w_prop:
             nid = node.id
             sid = node.stream_id
-            prop_ext((gq, name, pos, -1 if nid is None else nid, -1 if sid is None else sid, n_in, n_out))
+            prop_ext((name, pos, -1 if nid is None else nid, -1 if sid is None else sid, n_in, n_out))
         if w_attr:
             for key, a in node.attrs.items():
                 kind = a.kind
                 value = a.value
                 # the common scalar kinds inline (same values attr_fact_value gives, without the call)
                 if kind != "s" and (kind != "i" or type(value) is not int):
-                    if kind == "t" and type(value) is TensorDef:  # Const values: one per Const op
+                    if kind == "b":
+                        value = 1 if value else 0
+                    elif kind == "t" and type(value) is TensorDef:  # Const values: one per Const op
                         value = _tensor_def_json(value, tdesc_memo)
                     else:
                         kind, value = attr_fact_value(a)
-                attr_ext((gq, name, key, kind, value))
+                attr_ext((name, key, kind, value))
         if w_de:
             i = 0
             for src in inputs:
                 if src is not None:
-                    de_ext((gq, src[0], src[1], name, i))
+                    de_ext((src[0], src[1], name, i))
                 i += 1
         if w_ce and node.ctrl_inputs:
             for c in node.ctrl_inputs:
-                ce_ext((gq, c, name))
+                ce_ext((c, name))
         # ref_io (GE IsRefFromInput, see ref_from_input): which of its steps can apply to this node. Mostly only
         # the output descriptors' reuse_input flags (step 4), read in the walk over them below.
         ref_by_flags = False
@@ -644,7 +674,7 @@ def _graph_rows(
             attrs = node.attrs
             if ntype in pass_through or (own is not None and index.is_subgraph_input(graph, node)):
                 for i in range(n_out):
-                    ref_ext((gq, name, i, i))
+                    ref_ext((name, i, i))
             elif (
                 ntype in ("Merge", "Reshape")
                 or REFERENCE in attrs
@@ -654,7 +684,7 @@ def _graph_rows(
                 for i in range(n_out):
                     r = ref_from_input(index, graph, node, i)
                     if r is not None:
-                        ref_ext((gq, name, i, r))
+                        ref_ext((name, i, r))
             else:
                 ref_by_flags = True
         # One walk over each descriptor gives its anchor row, its tensor_attr rows (inputs first) and, for an
@@ -668,7 +698,7 @@ def _graph_rows(
             for td in descs:
                 if is_out and not w_desc_out:  # only the ref_io rows wanted
                     if td.reuse_input:
-                        ref_ext((gq, name, i, td.reuse_input_index))
+                        ref_ext((name, i, td.reuse_input_index))
                     i += 1
                     continue
                 s = td.shape
@@ -707,7 +737,7 @@ def _graph_rows(
                         shape = "null" if s is None else (shape_get(tuple(s)) or _shape_json(s))
                         oshape = shape
                     if w_tattr and implied != len(tattrs):
-                        _tensor_attr_rows(tattr_rows, gq, name, "out" if is_out else "in", i, tattrs, layout, shape)
+                        _tensor_attr_rows(tattr_rows, name, "out" if is_out else "in", i, tattrs, layout, shape)
                 else:
                     shape = "null" if s is None else (shape_get(tuple(s)) or _shape_json(s))
                     ofmt = layout
@@ -716,7 +746,6 @@ def _graph_rows(
                     if w_out:
                         out_ext(
                             (
-                                gq,
                                 name,
                                 i,
                                 td.dtype,
@@ -731,11 +760,10 @@ def _graph_rows(
                             )
                         )
                     if ref_by_flags and td.reuse_input:
-                        ref_ext((gq, name, i, td.reuse_input_index))
+                        ref_ext((name, i, td.reuse_input_index))
                 elif w_in:
                     in_ext(
                         (
-                            gq,
                             name,
                             i,
                             1 if i < n_inputs and inputs[i] is not None else 0,
@@ -752,26 +780,27 @@ def _graph_rows(
         if w_in:
             for i in range(len(in_desc), n_in):
                 connected = 1 if i < n_inputs and inputs[i] is not None else 0
-                in_ext((gq, name, i, connected, "", "", "null", "", "null", 0, ""))
+                in_ext((name, i, connected, "", "", "null", "", "null", 0, ""))
         if w_sub and node.subgraph_names:
             for i, s in enumerate(node.subgraph_names):
                 if s:
-                    sub_ext((gq, name, i, qual.get(s, s)))
+                    sub_ext((name, i, qual.get(s, s)))
         if w_parent:
             pg, pn, _ = own  # type: ignore[misc]
             pgq = qual.get(pg.name, pg.name)
             k = _attr_int(node, PARENT_NODE_INDEX)
             if k is not None:
-                pin_rows.extend((gq, name, pgq, pn.name, k))
+                pin_rows.extend((name, pgq, pn.name, k))
             if node.type == "NetOutput":
                 for i, td in enumerate(in_desc):
                     k = _attr_int(td, PARENT_NODE_INDEX)
                     if k is not None:
-                        pout_rows.extend((gq, name, i, pgq, pn.name, k))
+                        pout_rows.extend((name, i, pgq, pn.name, k))
     if "parent_in" not in want:
         pin_rows.clear()
     if "parent_out" not in want:
         pout_rows.clear()
+    t.end_graph(gq)
 
 
 def _tensor_def_json(t: TensorDef, memo: dict[tuple, tuple[str, list[Attr]]]) -> str:
@@ -829,7 +858,7 @@ def _scalar_text(v: Any) -> str:
 
 
 def _tensor_attr_rows(
-    rows: list[Any], gq: str, name: str, io: str, idx: int, attrs: dict[str, Attr], layout: str, shape: str
+    rows: list[Any], name: str, io: str, idx: int, attrs: dict[str, Attr], layout: str, shape: str
 ) -> None:
     """The ``tensor_attr`` rows of one descriptor, appended to the flat list ``rows`` (``layout``: its format, ``shape``: its shape as JSON text).
 
@@ -853,7 +882,7 @@ def _tensor_attr_rows(
             ):
                 continue
             kind, value = attr_fact_value(a)
-        rows.extend((gq, name, io, idx, key, kind, value))
+        rows.extend((name, io, idx, key, kind, value))
 
 
 # Element kinds of an origin_shape list that is a plain shape (None: the empty list).
@@ -911,16 +940,19 @@ def tables_from_model(
             include_op_class=include_op_class,
             index=index,
         )
-        return {rel: _row_tuples(values, rel) for rel, values in flat.items()}
+        tables = {rel: flat.row_tuples(rel) if rel in flat else [] for rel in SCHEMA}
+        if include_op_class and "op_class" in _wanted(relations):
+            tables["op_class"] = list(OP_CLASS_ROWS)
+        return tables
 
 
 def _flat_tables(model: Model, model_name: str | None = None, **derive: Any) -> FlatTables:
-    """:func:`tables_from_model` (``derive``: its keyword arguments) as flat tables, each relation's values row
-    after row: what the bulk insert binds. The caller pauses the collector."""
+    """:func:`tables_from_model` (``derive``: its keyword arguments; ``include_op_class`` is ignored, op_class
+    rows are no graph's) as flat tables: what the bulk insert binds. The caller pauses the collector."""
     graph_names: dict[str, str] | None = derive.pop("graph_names", None)
     graphs: Iterable[str] | None = derive.pop("graphs", None)
     relations: Iterable[str] | None = derive.pop("relations", None)
-    include_op_class: bool = derive.pop("include_op_class", True)
+    derive.pop("include_op_class", None)
     index: ModelIndex | None = derive.pop("index", None)
     if derive:
         raise TypeError(f"unexpected derivation arguments: {', '.join(sorted(derive))}")
@@ -929,14 +961,12 @@ def _flat_tables(model: Model, model_name: str | None = None, **derive: Any) -> 
     want = _wanted(relations)
     if index is None or index.model is not model:
         index = ModelIndex(model)
-    t: FlatTables = empty_tables()
+    t = FlatTables()
     only = set(graphs) if graphs is not None else None
     for gi, g in enumerate(model.graphs):
         if only is not None and g.name not in only:
             continue
         _graph_rows(index, g, name, qual, t, is_root=(gi == 0), want=want)
-    if include_op_class and "op_class" in want:
-        t["op_class"] = [v for row in OP_CLASS_ROWS for v in row]
     return t
 
 
@@ -974,10 +1004,20 @@ _CASE_STEPS = 16
 
 @functools.cache
 def _insert_sql(rel: str) -> tuple[str, str]:
-    """``INSERT`` statements of ``rel``: one row, and ``_ROWS_PER_INSERT`` rows."""
-    row = "(" + ", ".join("?" for _ in SCHEMA[rel]) + ")"
+    """``INSERT`` statements of per-graph relation ``rel``: one row, and ``_ROWS_PER_INSERT`` rows, each row's
+    first column (the graph) being parameter 1, bound once per statement (an anonymous ``?`` after it takes the
+    next free number: 2, 3, ...)."""
+    row = "(?1" + ", ?" * (len(SCHEMA[rel]) - 1) + ")"
     head = f"INSERT INTO {_quote(rel)} VALUES "
     return head + row, head + ", ".join([row] * _ROWS_PER_INSERT)
+
+
+def _single_rows(values: list[Any], width: int, runs: list[tuple[str, int, int]]) -> Iterator[list[Any]]:
+    """The parameters of one-row inserts: per ``(graph, start, end)`` the rows of ``values[start:end]``, each
+    with its graph first."""
+    for graph, start, end in runs:
+        for i in range(start, end, width):
+            yield [graph, *values[i : i + width]]
 
 
 class FactDB:
@@ -1299,7 +1339,7 @@ class FactDB:
         want = self._model_relations.get(mname, frozenset(RELATIONS))
         if not positions:
             want = want - {"node_prop"}
-        t: FlatTables = empty_tables()
+        t = FlatTables()
         with paused_gc():
             _graph_rows(
                 index if index is not None and index.model is model else self._index_for_refresh(model, g, present),
@@ -1452,28 +1492,47 @@ class FactDB:
 
     def _insert(self, tables: Tables) -> None:
         """Append the rows (tuples), in order; see :meth:`_insert_flat`."""
-        flat = itertools.chain.from_iterable
-        self._insert_flat({rel: list(flat(rows)) for rel, rows in tables.items()})
+        flat = FlatTables()
+        for rel, rows in tables.items():
+            if rel == "op_class":
+                self.conn.executemany("INSERT INTO op_class VALUES (?, ?)", rows)
+                continue
+            values = flat[rel]
+            for graph, group in itertools.groupby(rows, key=operator.itemgetter(0)):
+                for row in group:
+                    values.extend(row[1:])
+                flat.runs[rel].append((graph, len(values)))
+        self._insert_flat(flat)
 
     def _insert_flat(self, tables: FlatTables) -> None:
         """Append the rows of flat tables, in order, ``_ROWS_PER_INSERT`` rows per statement: one ``INSERT ...
         VALUES (..), (..), ...`` binds the same values as a statement per row but steps SQLite once per batch,
-        a third less CPU than ``executemany`` row by row (30 k nodes: 0.24 -> 0.16 s). Each batch binds a slice
-        of the flat list as it is."""
+        a third less CPU than ``executemany`` row by row (30 k nodes: 0.24 -> 0.16 s). Each batch binds the
+        graph name of its run (parameter 1, shared by its rows) and a slice of the flat list; the rows of a run
+        that fill no batch (a small subgraph's, a run's tail) go one statement each, several runs' in one
+        ``executemany`` while no batch comes between them (the rows stay in order)."""
         c = self.conn
         k = _ROWS_PER_INSERT
         for rel, values in tables.items():
             if not values:
                 continue
             one, batch = _insert_sql(rel)
-            width = len(SCHEMA[rel])
+            width = len(SCHEMA[rel]) - 1
             step = width * k
-            n = len(values)
-            full = n - n % step
-            if full:
-                c.executemany(batch, (values[i : i + step] for i in range(0, full, step)))
-            if full < n:
-                c.executemany(one, (values[i : i + width] for i in range(full, n, width)))
+            singles: list[tuple[str, int, int]] = []  # (graph, start, end) of rows to insert one by one, in order
+            start = 0
+            for graph, end in tables.runs[rel]:
+                full = start + (end - start) // step * step
+                if full > start:
+                    if singles:
+                        c.executemany(one, _single_rows(values, width, singles))
+                        singles.clear()
+                    c.executemany(batch, ([graph, *values[i : i + step]] for i in range(start, full, step)))
+                if full < end:
+                    singles.append((graph, full, end))
+                start = end
+            if singles:
+                c.executemany(one, _single_rows(values, width, singles))
         c.commit()
 
     # -- reading ---------------------------------------------------------------------------------------------
