@@ -27,7 +27,7 @@ from anchorlog.gcpause import paused_gc
 from .analysis import Stratum, rule_error
 from .program import TYPE_DUCKDB, TYPE_SQLITE, Program, Result, infer_types, sqlite_decl_type, value_type
 from .sqlgen import UNIT_COLUMN, SQLCompiler, TableRef, bound_columns, join_order, probe_columns, quote
-from .syntax import Atom, Const
+from .syntax import Aggregate, Atom, BinOp, Call, Compare, Const, UnOp, Var
 
 _ids = itertools.count(1)
 # id() of the SQLite connections an evaluation is running on: work tables are named without a run number (the
@@ -37,6 +37,7 @@ _MEMO_LIMIT = 64  # per program: cached type inferences / SQL layouts (distinct 
 _AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
 _SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an index
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
+_DISTINCT_BY_PROOF = True  # rules proven to derive no tuple twice run without DISTINCT (False: every rule DISTINCT)
 _COVERING_MAX_COLUMNS = 4  # work tables up to this wide get covering lookup indexes (see create_index)
 
 
@@ -51,6 +52,59 @@ def _rule_atoms(program: Program, rule: Any) -> list[tuple[Atom, bool]]:
 
         atoms = cache[id(rule)] = list(all_atoms(rule))
     return atoms
+
+
+def _affinity(decl: str) -> str:
+    """SQLite's column affinity for a declared column type ("" for none), as SQLite derives it."""
+    d = decl.upper()
+    if not d:
+        return ""
+    if "INT" in d:
+        return "INTEGER"
+    if "CHAR" in d or "CLOB" in d or "TEXT" in d:
+        return "TEXT"
+    if "BLOB" in d:
+        return ""
+    if "REAL" in d or "FLOA" in d or "DOUB" in d:
+        return "REAL"
+    return "NUMERIC"
+
+
+# Which values a head term can produce, for the affinity check of :meth:`SQLEvaluation._stored_set`: "text" (TEXT,
+# NULL or BLOB, never a number), "num" (numbers, NULL, or text no numeric affinity would convert), "other".
+_TEXT_CALLS = frozenset({"cat", "to_string", "substr"})
+_NUM_CALLS = frozenset({"strlen", "to_number", "to_unsigned", "to_float", "ord", "abs"})
+_AFFINITY_VALUES = {"TEXT": "text", "INTEGER": "num", "REAL": "num", "NUMERIC": "num"}
+
+
+def _term_values(t: Any, var_values: dict[str, str]) -> str:
+    if isinstance(t, Var):
+        return var_values.get(t.name, "other")
+    if isinstance(t, Const):
+        v = t.value
+        if v is None:
+            return "any"
+        if isinstance(v, str):
+            return "text"
+        return "num" if isinstance(v, (int, float)) else "other"
+    if isinstance(t, (BinOp, UnOp)):
+        return "num"  # SQL arithmetic, bit and logic operators: a number or NULL
+    if isinstance(t, Call):
+        return "text" if t.name in _TEXT_CALLS else "num" if t.name in _NUM_CALLS else "other"
+    if isinstance(t, Aggregate):
+        return "num" if t.func in ("count", "sum") else "other"
+    return "other"
+
+
+def _injective_head(rule: Any) -> bool:
+    """True when distinct combinations of body tuples give distinct head tuples: every argument of every positive
+    body atom is a constant or a variable of the head, so each atom's tuple can be read back from the head tuple.
+    Over tables that hold no tuple twice such a rule derives no tuple twice and needs no DISTINCT."""
+    head_vars = {a.name for a in rule.head.args if isinstance(a, Var)}
+    atoms = [lit for lit in rule.body if isinstance(lit, Atom)]
+    return bool(atoms) and all(
+        isinstance(t, Const) or (isinstance(t, Var) and t.name in head_vars) for a in atoms for t in a.args
+    )
 
 
 def _program_memo(program: Program, kind: str) -> dict:
@@ -371,6 +425,9 @@ class SQLEvaluation:
         self._colmap: dict[str, list[str]] | None = None
         self._deferred: set[str] = set()  # relations whose (empty) table is not created yet
         self._sets: set[str] = set()  # relations whose table is known to hold no tuple twice
+        self._set_memo: dict[str, bool] = {}  # see _stored_set
+        self._affinities: dict[str, list[str]] = {}  # see _column_affinity
+        self._idb = set(self.p.idb)
         if self.engine == "duckdb" and not self.dry_run:
             try:
                 import duckdb
@@ -653,6 +710,104 @@ class SQLEvaluation:
             return
         self._union_insert(rel, selects, self._seeded(rel))
 
+    # -- tables that hold no tuple twice: rules that need no DISTINCT (SQLite) ------------------------------
+    # A DISTINCT costs a temporary B-tree insert per row. A rule whose head names every argument of its positive
+    # atoms (`_injective_head`) derives each tuple once when every table it reads holds each tuple once; then its
+    # SELECT goes without DISTINCT (SQLite's DISTINCT only filters, so the rows and their order are the same).
+    def _column_affinity(self, rel: str, k: int) -> str:
+        affs = self._affinities.get(rel)
+        if affs is None:
+            if not self.columns[rel]:
+                affs = ["INTEGER"]
+            elif self.refs[rel].sql.startswith("main."):
+                affs = [_affinity(t) for _, t in self.db_tables[rel]]
+            else:
+                affs = self.column_types(rel)
+            self._affinities[rel] = affs
+        return affs[k]
+
+    def _var_affinities(self, r: Any) -> dict[str, set[str]]:
+        """Per variable: the affinities of the positive-atom columns it appears in."""
+        out: dict[str, set[str]] = {}
+        for lit in r.body:
+            if isinstance(lit, Atom):
+                for k, t in enumerate(lit.args):
+                    if isinstance(t, Var):
+                        out.setdefault(t.name, set()).add(self._column_affinity(lit.rel, k))
+        return out
+
+    def _affinity_safe(self, rel: str) -> bool:
+        """True when no two distinct tuples `rel`'s rules derive can become equal in its table (1 and '1' in a number
+        column): every head value comes from columns of one affinity of the same kind as the head column's, a
+        constant or an expression that affinity leaves unchanged (a column without affinity converts nothing)."""
+        rules = self.p.__dict__.setdefault("_al_rules_of", {})
+        if not rules:
+            for r in self.p.ast.rules:
+                rules.setdefault(r.head.rel, []).append(r)
+        targets = self.column_types(rel) if self.columns[rel] else []
+        for r in rules.get(rel, ()):
+            values: dict[str, str] = {}
+            for name, affs in self._var_affinities(r).items():
+                values[name] = _AFFINITY_VALUES.get(next(iter(affs)), "other") if len(affs) == 1 else "other"
+            for lit in r.body:  # variables bound by an assignment X = expr
+                if isinstance(lit, Compare) and lit.op == "=":
+                    for x, e in ((lit.left, lit.right), (lit.right, lit.left)):
+                        if isinstance(x, Var) and x.name not in values:
+                            values[x.name] = _term_values(e, values)
+            for t, arg in zip(targets, r.head.args):
+                kind = _term_values(arg, values)
+                if t and kind != "any" and kind != _AFFINITY_VALUES.get(t):
+                    return False
+        return True
+
+    def _extra_is_set(self, rel: str) -> bool:
+        """Input rows (de-duplicated in Python) stay distinct in the table: each value already has its column's
+        storage class (no affinity conversion) and no float is NaN (stored as NULL)."""
+        rows = self.extra[rel]
+        if not rows or not self.columns[rel]:
+            return True
+        for k, t in enumerate(self.column_types(rel)):
+            kinds = set(map(type, map(itemgetter(k), rows)))
+            cls = _AFFINITY_CLASS.get(t)
+            if cls is not None and not kinds <= {cls, type(None)}:
+                return False
+            if float in kinds and any(v != v for v in map(itemgetter(k), rows) if type(v) is float):
+                return False
+        return True
+
+    def _stored_set(self, rel: str) -> bool:
+        """True when the table of `rel` (a finished relation) holds no tuple twice: derived by the rules (every
+        way of writing a derived table de-duplicates) with values its column affinities leave as they are, or
+        input rows that stay distinct. Fact-database tables and relations seeded from them or with program facts
+        may repeat a tuple."""
+        if rel in self._deferred:
+            return True  # no table yet: empty
+        known = self._set_memo.get(rel)
+        if known is None:
+            src = self.sources[rel]
+            if src == "db" or rel in self.db_seeded or rel in self._fact_heads:
+                known = False
+            elif src == "extra" and not self._extra_is_set(rel):
+                known = False
+            else:
+                known = rel not in self._idb or self._affinity_safe(rel)
+            self._set_memo[rel] = known
+        return known
+
+    def _needs_distinct(self, r: Any) -> bool:
+        """False when rule `r`, evaluated once over finished relations, derives no tuple twice (see above)."""
+        if self.engine != "sqlite" or self.dry_run or not _DISTINCT_BY_PROOF:
+            return True
+        cache = self.p.__dict__.setdefault("_al_injective", {})
+        inj = cache.get(id(r))
+        if inj is None:
+            inj = cache[id(r)] = _injective_head(r)
+        if not inj or not all(self._stored_set(lit.rel) for lit in r.body if isinstance(lit, Atom)):
+            return True
+        # a variable joining columns of different affinities compares with conversions ('01' = 1): one head value
+        # could then meet two tuples of a table
+        return any(len(affs) > 1 for affs in self._var_affinities(r).values())
+
     # -- join order from relation sizes (SQLite) -----------------------------------------------------------
     def relation_size(self, rel: str) -> int:
         """Row count of a relation's current table (cached until the relation's stratum writes it)."""
@@ -667,7 +822,7 @@ class SQLEvaluation:
         work tables and, guessing, may scan a large table per row of another: quadratic on big graphs."""
         atoms = [i for i, lit in enumerate(r.body) if isinstance(lit, Atom)]
         if self.engine != "sqlite" or self.dry_run or len(atoms) < 2:
-            return self.select_sql(r, cols)
+            return self.select_sql(r, cols, distinct=self._needs_distinct(r))
 
         def expected_rows(i: int) -> float:
             atom = r.body[i]
@@ -677,7 +832,7 @@ class SQLEvaluation:
         first = min(atoms, key=lambda i: (expected_rows(i), atoms.index(i)))
         order = self.order(r, first)
         self.ensure_lookup_indexes(self.needs_bound(r, order))
-        return self.select_sql(r, cols, None, order, forced=True)
+        return self.select_sql(r, cols, None, order, forced=True, distinct=self._needs_distinct(r))
 
     def eval_cte(self, s: Stratum, rules: list) -> None:
         if self.engine == "sqlite" and not self.dry_run and self._linear_rounds(s, rules):
@@ -1047,7 +1202,7 @@ class SQLEvaluation:
             rows = fetch_all(self.duck.execute(f"SELECT DISTINCT * FROM {ref.sql}"))
         else:
             rows = fetch_all(self.conn.execute(f"SELECT * FROM {ref.sql}"))
-            if rel not in self._sets:
+            if rel not in self._sets and not (self.engine == "sqlite" and self._stored_set(rel)):
                 # fact tables may repeat a tuple, and a column's affinity can make two derived tuples equal:
                 # de-duplicate in Python (a dict keeps the first of equal tuples, as DISTINCT does, at a fraction
                 # of SQLite's sorting cost)
