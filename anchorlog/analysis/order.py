@@ -15,7 +15,7 @@ from itertools import compress, repeat
 from operator import attrgetter
 
 from anchorlog.errors import PassFailure
-from anchorlog.facts.graph import EdgeLog, Graph, Model, Node
+from anchorlog.facts.graph import Anchor, EdgeLog, Graph, Model, Node
 
 # OpTypeUtils::IsDataNode
 DATA_TYPES = frozenset({"Data", "RefData", "AippData", "AnnData"})
@@ -46,10 +46,10 @@ class _SortState:
 
     __slots__ = (
         "order",
+        "names",
         "stored",
         "start",
         "start_types",
-        "start_ids",
         "inputs",
         "consumers",
         "ctrl_succ",
@@ -57,12 +57,21 @@ class _SortState:
         "log",
     )
 
-    def __init__(self, g: Graph, order: list[Node], start: list[Node], marks: list[tuple[int, list[Node]]]) -> None:
+    def __init__(
+        self,
+        g: Graph,
+        order: list[Node],
+        names: list[str],
+        stored: list[Node],
+        start: list[Node],
+        start_types: list[str],
+        marks: list[tuple[int, list[Node]]],
+    ) -> None:
         self.order = order
-        self.stored = list(g.nodes.values())
+        self.names = names  # the names of ``order``'s nodes (the walk's own list: no node is read for them)
+        self.stored = stored  # the op list at the sort
         self.start = start
-        self.start_types = list(map(_TYPE, start))
-        self.start_ids = set(map(id, start))
+        self.start_types = start_types  # (their types at the sort)
         self.inputs = list(g.input)
         self.consumers = g._consumers
         self.ctrl_succ = g._ctrl_succ
@@ -77,12 +86,33 @@ def _checkpoints(size: int) -> list[int]:
     return sorted({size - (size >> k) for k in range(1, 9)} - {0, size}) if size >= 4 else []
 
 
-def _start_stack(g: Graph, sources: list[Node]) -> list[Node]:
-    """The DFS start stack (bottom first) of ``g`` with ``sources`` (the nodes without in-edges, stored order)."""
+class _Sources:
+    """The nodes without in-edges of a graph in stored order, split as GE's start stack needs them: the
+    data-like (:data:`_INPUT_LIKE`) ones and the others, each with their types (kept by the sort's state)."""
+
+    __slots__ = ("inputs", "input_types", "others", "other_types")
+
+    def __init__(self) -> None:
+        self.inputs: list[Node] = []
+        self.input_types: list[str] = []
+        self.others: list[Node] = []
+        self.other_types: list[str] = []
+
+    def add(self, n: Node, node_type: str) -> None:
+        if node_type in _INPUT_LIKE:
+            self.inputs.append(n)
+            self.input_types.append(node_type)
+        else:
+            self.others.append(n)
+            self.other_types.append(node_type)
+
+
+def _start_stack(g: Graph, sources: _Sources) -> tuple[list[Node], list[str]]:
+    """The DFS start stack (bottom first) of ``g`` with ``sources`` and the types of its nodes."""
     # GE inserts each non-data source at the front and each data source right after them: popping from the
     # back then yields the data sources in order, then the others in order.
-    stack: list[Node] = [n for n in reversed(sources) if n.type not in _INPUT_LIKE]
-    stack += [n for n in reversed(sources) if n.type in _INPUT_LIKE]
+    stack = sources.others[::-1] + sources.inputs[::-1]
+    types = sources.other_types[::-1] + sources.input_types[::-1]
     # The graph's declared input order wins among the sources it names (GE's swap loop leaves them in
     # descending declared position in the stack, so they pop in declared order).
     declared = {name.rsplit(":", 1)[0] if ":" in name else name: i for i, name in enumerate(g.input)}
@@ -91,150 +121,226 @@ def _start_stack(g: Graph, sources: list[Node]) -> list[Node]:
         ranked = sorted((stack[i] for i in slots), key=lambda n: -declared[n.name])
         for i, n in zip(slots, ranked):
             stack[i] = n
-    return stack
+        types = list(map(_TYPE, stack))
+    return stack, types
 
 
 def _dfs_sort(g: Graph, *, remember: bool = True) -> tuple[list[Node], _SortState | None]:
     """:func:`dfs_topo_order` and, with ``remember`` for a graph without NextIteration, the state a later resumed
     sort needs (which starts the graph's edge journal; a plain order query must not restart it)."""
-    g._ensure_index()
-    consumers = g._consumers  # type: ignore[union-attr]
-    ctrl_succ = g._ctrl_succ  # type: ignore[union-attr]
     nodes = g.nodes
-    # Waiting count of every node (its data and control in-edges) and the sources in stored order. Edges from
-    # NextIteration do not count (GetInEdgeSize: they close a loop); such nodes are rare, so the counts are
-    # first taken over all edges and taken again, excluding those edges, only when the graph has one.
-    pending: dict[str, int] = {}
-    sources: list[Node] = []
-    nexts: set[str] = set()
-    for name, n in nodes.items():
-        ins = n.inputs
-        k = len(n.ctrl_inputs) + len(ins) - ins.count(None)
-        pending[name] = k
-        if k == 0:
-            sources.append(n)
-        if n.type in _NEXT_ITERATION:
-            nexts.add(name)
+    # The op list, the waiting count of every node (its data and control in-edges), the sources, the
+    # NextIterations and each producer's consumers in the order the walk visits them: taken in the same pass
+    # that builds the consumer index when the graph has none yet (the common case for a first sort).
+    if g._consumers is None:
+        stored, pending, sources, nexts, users_of = _index_and_count(g)
+    else:
+        stored, pending, sources, nexts = _count(nodes)
+        users_of = _users_of(g._consumers)
+    ctrl_succ = g._ctrl_succ
+    assert ctrl_succ is not None
     if nexts:
-        sources = []
+        # Edges from NextIteration do not count (GetInEdgeSize: they close a loop); such nodes are rare, so the
+        # counts are taken again, excluding those edges, only when the graph has one. A NextIteration's
+        # consumers were never waiting on it, so it has no consumer list.
+        sources = _Sources()
         for name, n in nodes.items():
             k = len(n.ctrl_inputs) + sum(1 for a in n.inputs if a is not None and a[0] not in nexts)
             pending[name] = k
             if k == 0:
-                sources.append(n)
-    # Each producer's consumer lists straight from the consumer index, by ascending out anchor: the list
-    # itself for a producer with one used out anchor (the common case: no container built per node), else a
-    # tuple of lists. A NextIteration's consumers were never waiting on it, so it has no entry.
-    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]] = {}
+                sources.add(n, n.type)
+        for name in nexts:
+            users_of.pop(name, None)
+    start, start_types = _start_stack(g, sources)
+    keep = remember and not nexts
+    walked: list[str] = []
+    marks = _walk_stack(
+        [n.name for n in start], pending, users_of, ctrl_succ, nodes, walked, _checkpoints(len(nodes)) if keep else []
+    )
+    if len(walked) != len(nodes):
+        done = set(walked)
+        left_over = [n for n in nodes if n not in done]
+        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left_over[:5]}", g.name)
+    order = list(map(nodes.__getitem__, walked))
+    return order, (_SortState(g, order, walked, stored, start, start_types, marks) if keep else None)
+
+
+_Users = dict[str, list[tuple[str, int]]]
+
+
+def _index_and_count(g: Graph) -> tuple[list[Node], dict[str, int], _Sources, set[str], _Users]:
+    """:func:`_count` and :func:`_users_of` for a graph whose consumer index is not built, in one pass over its
+    nodes that also builds the index exactly as ``Graph._ensure_index`` does (each out anchor's consumers and
+    each node's control successors, in stored order) and installs it on the graph. (A node's fields are read
+    once: on a large graph every pass over the nodes is mostly waiting for memory.)"""
+    cons: dict[Anchor, list[tuple[str, int]]] = {}
+    succ: dict[str, list[str]] = {}
+    stored: list[Node] = []
+    pending: dict[str, int] = {}
+    sources = _Sources()
+    nexts: set[str] = set()
+    users_of: _Users = {}
+    more_outs: dict[str, list[int]] = {}  # producers with several used out anchors: the anchors after the first
+    cons_get = cons.get
+    keep = stored.append
+    for n in g.nodes.values():
+        keep(n)
+        name = n.name
+        k = 0
+        i = 0
+        for a in n.inputs:
+            if a is not None:
+                k += 1
+                users = cons_get(a)
+                if users is None:
+                    users = cons[a] = [(name, i)]
+                    src = a[0]
+                    if src in users_of:
+                        more_outs.setdefault(src, []).append(a[1])
+                    else:
+                        users_of[src] = users  # the first used anchor's list, lent to the walk as is
+                else:
+                    users.append((name, i))
+            i += 1
+        ctrl = n.ctrl_inputs
+        if ctrl:
+            k += len(ctrl)
+            for c in ctrl:
+                later = succ.get(c)
+                if later is None:
+                    succ[c] = [name]
+                else:
+                    later.append(name)
+        pending[name] = k
+        node_type = n.type
+        if k == 0:
+            sources.add(n, node_type)
+        if node_type in _NEXT_ITERATION:
+            nexts.add(name)
+    g._consumers, g._ctrl_succ = cons, succ
+    nodes = g.nodes
+    for src, outs in more_outs.items():
+        # the first anchor read back from its list's first consumer (the input the list was made for)
+        dst, slot = users_of[src][0]
+        outs.append(nodes[dst].inputs[slot][1])  # type: ignore[index]
+        users_of[src] = _joined(cons, src, outs)
+    return stored, pending, sources, nexts, users_of
+
+
+def _count(nodes: dict[str, Node]) -> tuple[list[Node], dict[str, int], _Sources, set[str]]:
+    """The op list, each node's waiting count (data and control in-edges), the sources (count 0) and the
+    names of the NextIterations."""
+    pending: dict[str, int] = {}
+    sources = _Sources()
+    nexts: set[str] = set()
+    for name, n in nodes.items():
+        ins = n.inputs
+        pending[name] = k = len(n.ctrl_inputs) + len(ins) - ins.count(None)
+        if k == 0:
+            sources.add(n, n.type)
+        if n.type in _NEXT_ITERATION:
+            nexts.add(name)
+    return list(nodes.values()), pending, sources, nexts
+
+
+def _users_of(consumers: dict[Anchor, list[tuple[str, int]]]) -> _Users:
+    """Each producer's consumers in the order the walk visits them: by ascending out anchor, each anchor's in
+    link order, as one list. A producer with one used out anchor (the common case) lends the index's list."""
+    users_of: _Users = {}
     first_out: dict[str, int] = {}
-    outs_of_multi: dict[str, list[int]] = {}
+    more_outs: dict[str, list[int]] = {}
     for key, users in consumers.items():
         src = key[0]
         if src in first_out:
-            outs = outs_of_multi.get(src)
+            outs = more_outs.get(src)
             if outs is None:
-                outs_of_multi[src] = [first_out[src], key[1]]
+                more_outs[src] = [first_out[src], key[1]]
             else:
                 outs.append(key[1])
         else:
             first_out[src] = key[1]
             users_of[src] = users
-    for src, outs in outs_of_multi.items():
-        # several used out anchors: walked by ascending out index, as GE walks its out anchors
-        outs.sort()
-        users_of[src] = tuple(consumers[(src, out)] for out in outs)
-    for name in nexts:
-        users_of.pop(name, None)
-    start = _start_stack(g, sources)
-    order: list[Node] = []
-    keep = remember and not nexts
-    marks = _walk_stack(
-        list(start), pending, users_of, ctrl_succ, nodes, order, _checkpoints(len(nodes)) if keep else []
-    )
-    if len(order) != len(nodes):
-        done = {o.name for o in order}
-        left_over = [n for n in nodes if n not in done]
-        raise PassFailure(f"topological sorting failed: graph {g.name} has a cycle through {left_over[:5]}", g.name)
-    return order, (_SortState(g, order, start, marks) if keep else None)
+    for src, outs in more_outs.items():
+        users_of[src] = _joined(consumers, src, outs)
+    return users_of
+
+
+def _joined(consumers: dict[Anchor, list[tuple[str, int]]], src: str, outs: list[int]) -> list[tuple[str, int]]:
+    """The consumers of ``src``'s out anchors ``outs`` as one new list, by ascending anchor (as GE walks them):
+    visiting it is visiting each anchor's list in turn."""
+    joined: list[tuple[str, int]] = []
+    for out in sorted(outs):
+        joined += consumers[(src, out)]
+    return joined
 
 
 def _walk_stack(
-    stack: list[Node],
+    stack: list[str],
     pending: dict[str, int],
-    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]],
+    users_of: _Users,
     ctrl_succ: dict[str, list[str]],
     nodes: dict[str, Node],
-    order: list[Node],
+    order: list[str],
     marks: Iterable[int] = (),
 ) -> list[tuple[int, list[Node]]]:
-    """GE's DFS from ``stack`` (top last): pop a node, append it to ``order``, push the successors it makes ready
-    (``pending``: in-edges still waiting, per node) per out anchor in link order (``users_of``), then per control
-    edge (``ctrl_succ``). Returns a copy of the stack at each of the positions ``marks`` (ascending) the walk
-    reaches, taken when ``order`` has that many nodes."""
+    """GE's DFS from ``stack`` (node names, top last): pop a node, append its name to ``order``, push the
+    successors it makes ready (``pending``: in-edges still waiting, per node) per out anchor in link order
+    (``users_of``), then per control edge (``ctrl_succ``). Returns the stack (as nodes) at each of the positions
+    ``marks`` (ascending) the walk reaches, taken when ``order`` has that many names. Works on names only: the
+    nodes themselves are not read on the way (each would be a memory access of its own)."""
     snaps: list[tuple[int, list[Node]]] = []
     for mark in marks:
         if mark > len(order):
-            _pop(stack, pending, users_of, ctrl_succ, nodes, order, mark - len(order))
+            _pop(stack, pending, users_of, ctrl_succ, order, mark - len(order))
             if len(order) != mark:
                 return snaps
         if mark == len(order):
-            snaps.append((mark, list(stack)))
-    _pop(stack, pending, users_of, ctrl_succ, nodes, order, -1)
+            snaps.append((mark, list(map(nodes.__getitem__, stack))))
+    _pop(stack, pending, users_of, ctrl_succ, order, -1)
     return snaps
 
 
 def _pop(
-    stack: list[Node],
+    stack: list[str],
     pending: dict[str, int],
-    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]],
+    users_of: _Users,
     ctrl_succ: dict[str, list[str]],
-    nodes: dict[str, Node],
-    order: list[Node],
+    order: list[str],
     budget: int,
 ) -> None:
-    """:func:`_walk_stack`'s loop: at most ``budget`` pops (no limit when negative)."""
+    """:func:`_walk_stack`'s loop: at most ``budget`` pops (no limit when negative).
+
+    A node is pushed when a decrement takes its count from 1 to 0. Counts only go down, so one already at 0
+    (pushed, or a source) or below can never be pushed again: a decrement from 0 needs no guard."""
     push = stack.append
     pop = stack.pop
     visit = order.append
     users_get = users_of.get
     succ_get = ctrl_succ.get
     while stack:
-        n = pop()
-        visit(n)
-        name = n.name
+        name = pop()
+        visit(name)
         users = users_get(name)
         if users is not None:
-            if type(users) is list:
-                # newly ready consumers of one out anchor are pushed in link order
-                for dst, _ in users:
-                    left = pending[dst]
-                    if left:
-                        left -= 1
-                        pending[dst] = left
-                        if not left:
-                            push(nodes[dst])
-            else:
-                for per_out in users:
-                    for dst, _ in per_out:
-                        left = pending[dst]
-                        if left:
-                            left -= 1
-                            pending[dst] = left
-                            if not left:
-                                push(nodes[dst])
+            # newly ready consumers are pushed per out anchor, each anchor's in link order
+            for dst, _ in users:
+                left = pending[dst] - 1
+                pending[dst] = left
+                if not left:
+                    push(dst)
         succ = succ_get(name)
         if succ:
             for dst in succ:
                 left = pending[dst] - 1
                 pending[dst] = left
-                if left == 0:
-                    push(nodes[dst])
+                if not left:
+                    push(dst)
         budget -= 1
         if budget == 0:
             return
 
 
-def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[tuple[int, list[Node]]]] | None:
+def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[str], list[tuple[int, list[Node]]]] | None:
     """GE's DFS order of ``g`` now and its checkpoints, resumed from the ``state`` of the last sort (None: not
     derivable that way; sort in full).
 
@@ -279,9 +385,9 @@ def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[tuple[int
         return None
     if not producers and not changed:
         if len(old) == len(nodes):
-            return list(old), state.marks
+            return list(old), state.names, state.marks
         return None
-    start_ids = state.start_ids
+    start_set = set(state.start)  # (nodes compare by identity)
     kept_of: list[list[str]] = []
     new_nodes: list[Node] = []
     for name in changed:
@@ -290,7 +396,7 @@ def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[tuple[int
             if name not in removed:
                 return None
             continue
-        if n.type in _NEXT_ITERATION or id(n) in start_ids:
+        if n.type in _NEXT_ITERATION or n in start_set:
             return None
         ins = n.inputs
         if not n.ctrl_inputs and ins.count(None) == len(ins):
@@ -320,7 +426,7 @@ def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[tuple[int
 
 def _resume_at(
     g: Graph, state: _SortState, c: int, stack: list[Node], rest: list[Node], rest_names: set[str]
-) -> tuple[list[Node], list[tuple[int, list[Node]]]] | None:
+) -> tuple[list[Node], list[str], list[tuple[int, list[Node]]]] | None:
     """The walk of :func:`_resume_dfs` from checkpoint ``c`` (``stack`` kept there, ``rest``: the nodes not
     popped before it, ``rest_names`` their names)."""
     nodes = g.nodes
@@ -341,23 +447,32 @@ def _resume_at(
             if src in rest_names or src not in nodes:
                 k += 1
         pending[n.name] = k
-    users_of: dict[str, list[tuple[str, int]] | tuple[list[tuple[str, int]], ...]] = {}
+    users_of: _Users = {}
     for src, outs in outs_of.items():
         if len(outs) == 1:
             users_of[src] = consumers.get((src, next(iter(outs))), [])
         else:
-            users_of[src] = tuple(consumers.get((src, out), []) for out in sorted(outs))
-    order = state.order[:c]
+            users_of[src] = [u for out in sorted(outs) for u in consumers.get((src, out), [])]
+    walked: list[str] = []
     marks = [m for m in state.marks if m[0] <= c]
     try:
-        marks += _walk_stack(
-            stack, pending, users_of, ctrl_succ, nodes, order, [m for m in _checkpoints(len(nodes)) if m > c]
+        snaps = _walk_stack(
+            [n.name for n in stack],
+            pending,
+            users_of,
+            ctrl_succ,
+            nodes,
+            walked,
+            [m - c for m in _checkpoints(len(nodes)) if m > c],
         )
+        marks += [(c + m, snap) for m, snap in snaps]  # (the walk counted from c)
     except KeyError:
         return None  # a consumer index out of step with the inputs: the full sort decides
-    if len(order) != len(nodes):
+    if c + len(walked) != len(nodes):
         return None  # a cycle: the full sort reports it
-    return order, marks
+    order = state.order[:c]
+    order += map(nodes.__getitem__, walked)
+    return order, state.names[:c] + walked, marks
 
 
 # GE keeps its node list in topological order; our IR keeps the stored (file) order, which is also the
@@ -418,7 +533,15 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
             resumed = _resume_dfs(g, state) if state is not None and state.order is order[g.name] else None
             if resumed is not None:
                 order[g.name] = resumed[0]
-                states[g.name] = _SortState(g, resumed[0], state.start, resumed[1])  # type: ignore[union-attr]
+                states[g.name] = _SortState(
+                    g,
+                    resumed[0],
+                    resumed[1],
+                    list(g.nodes.values()),
+                    state.start,  # type: ignore[union-attr]
+                    state.start_types,  # type: ignore[union-attr]  (checked unchanged by the resume)
+                    resumed[2],
+                )
             else:
                 order[g.name], new_state = _dfs_sort(g)
                 if new_state is not None:
@@ -432,16 +555,64 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
 def _renumber(model: Model, order: dict[str, list[Node]], fresh: set[str]) -> None:
     """``id`` = position in ``GetAllNodes(root)`` (:func:`all_nodes`). A graph sorted just now (named in
     ``fresh``) is walked in its new order as is: that order holds exactly the graph's current nodes, so the
-    check :func:`graph_nodes` makes for nodes added or removed since a sort cannot change it."""
+    check :func:`graph_nodes` makes for nodes added or removed since a sort cannot change it. The runs walked
+    are remembered for the order queries that follow (:func:`_sorted_runs`)."""
 
     def nodes_of(model: Model, g: Graph) -> list[Node]:
         return order[g.name] if g.name in fresh else graph_nodes(model, g)
 
+    runs = _runs(model, model.root, nodes_of)
     i = 0
-    for _graph, run in _runs(model, model.root, nodes_of):
+    for _graph, run, _lo in runs:
         # n.id = i, i + 1, ... over the run, in C (a Python loop was most of the renumbering's cost)
         deque(map(setattr, run, repeat("id"), range(i, i + len(run))), maxlen=0)
         i += len(run)
+    if _as_sorted(model) is order:
+        # (every graph's op list is its order just sorted or kept: the runs are those graph_nodes gives)
+        _RUNS[model] = (order, model.structure_version, {model.root.name: runs})
+
+
+_Run = tuple[Graph, list[Node], int]
+# per model: the runs of GetAllNodes from some top graphs (by name) while every graph's op list is its remembered
+# order (see _sorted_runs), with the remembered orders and the subgraph structure they were walked under
+_RUNS: weakref.WeakKeyDictionary[Model, tuple[dict[str, list[Node]], int, dict[str, list[_Run]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _as_sorted(model: Model) -> dict[str, list[Node]] | None:
+    """The remembered orders of ``model`` when :func:`graph_nodes` of every graph is exactly its remembered
+    order (its fast case: no node added or removed since the sort, the edge journal running), else None."""
+    order = _TOPO.get(model)
+    states = _STATE.get(model)
+    if order is None or states is None or len(order) != len(model.graphs):
+        return None
+    for g in model.graphs:
+        state = states.get(g.name)
+        if state is None or state.order is not order.get(g.name) or len(state.order) != len(g.nodes):
+            return None
+        log = g._edge_log
+        if log is not state.log or log.added or log.removed:  # type: ignore[union-attr]
+            return None
+    return order
+
+
+def _sorted_runs(model: Model, top: Graph) -> list[_Run] | None:
+    """:func:`_runs` of ``top`` with :func:`graph_nodes` (which :func:`ge_graph_nodes` is too) when every
+    graph's op list is its remembered order (:func:`_as_sorted`; else None), each run's nodes at ``lo`` in
+    their graph's remembered order. Reused while that holds and the subgraph structure is the same
+    (``Model.structure_version``: subgraphs are attached by importers and builders, which add their graphs),
+    so a large model's order queries walk its nodes once per sort, not once per query."""
+    order = _as_sorted(model)
+    if order is None:
+        return None
+    cached = _RUNS.get(model)
+    if cached is None or cached[0] is not order or cached[1] != model.structure_version:
+        cached = _RUNS[model] = (order, model.structure_version, {})
+    runs = cached[2].get(top.name)
+    if runs is None:
+        runs = cached[2][top.name] = _runs(model, top, graph_nodes)
+    return runs
 
 
 def graph_nodes(model: Model, g: Graph) -> list[Node]:
@@ -470,17 +641,18 @@ def all_nodes(model: Model, g: Graph) -> list[Node]:
     """``ComputeGraph::GetAllNodes``: pre-order; a node is followed by all nodes of its subgraphs (first
     subgraph first, recursively) before its next sibling."""
     out: list[Node] = []
-    for _graph, run in _runs(model, g, graph_nodes):
+    for _graph, run, _lo in _sorted_runs(model, g) or _runs(model, g, graph_nodes):
         out += run
     return out
 
 
-def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[tuple[Graph, list[Node]]]:
+def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[_Run]:
     """``GetAllNodes`` from ``top`` as runs of consecutive nodes of one graph, each graph's direct nodes in the
     order ``nodes_of`` gives: a run ends at a node owning subgraphs, whose subgraphs' runs follow (first
-    subgraph first, recursively; a graph is walked once). Runs instead of one ``(graph, node)`` pair per node:
-    no container per node is built."""
-    out: list[tuple[Graph, list[Node]]] = []
+    subgraph first, recursively; a graph is walked once). Each run as ``(graph, nodes, lo)``: ``lo`` is the
+    position of its first node in ``nodes_of(graph)``. Runs instead of one ``(graph, node)`` pair per node:
+    no container per node is built. Do not modify the lists."""
+    out: list[_Run] = []
     seen: set[str] = set()
     graphs = {x.name: x for x in model.graphs}
 
@@ -491,13 +663,13 @@ def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node
         nodes = nodes_of(model, graph)
         start = 0
         for i in compress(range(len(nodes)), map(_SUBGRAPHS, nodes)):  # the nodes owning subgraphs
-            out.append((graph, nodes[start : i + 1]))
+            out.append((graph, nodes[start : i + 1], start))
             start = i + 1
             for s in nodes[i].subgraph_names:
                 if s in graphs:
                     walk(graphs[s])
         if start < len(nodes):
-            out.append((graph, nodes[start:] if start else nodes))
+            out.append((graph, nodes[start:] if start else nodes, start))
 
     walk(top)
     return out
@@ -505,7 +677,8 @@ def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node
 
 def _walk_all(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[tuple[Graph, Node]]:
     """``GetAllNodes`` from ``top`` with each graph's direct nodes in the order ``nodes_of`` gives."""
-    return [(graph, n) for graph, run in _runs(model, top, nodes_of) for n in run]
+    runs = _sorted_runs(model, top) if nodes_of is graph_nodes or nodes_of is ge_graph_nodes else None
+    return [(graph, n) for graph, run, _lo in runs or _runs(model, top, nodes_of) for n in run]
 
 
 def ge_graph_nodes(model: Model, g: Graph) -> list[Node]:
@@ -528,9 +701,19 @@ def ge_all_nodes(model: Model, g: Graph | None = None) -> list[tuple[Graph, Node
 
 def node_order_rows(model: Model, g: Graph | None = None) -> list[tuple[str, str, int]]:
     """The relation ``node_order(graph, node, ord)``: each node's position in :func:`ge_all_nodes` of ``g``."""
+    top = model.root if g is None else g
     rows: list[tuple[str, str, int]] = []
     k = 0
-    for graph, run in _runs(model, model.root if g is None else g, ge_graph_nodes):
+    runs = _sorted_runs(model, top)
+    if runs is not None:
+        # the names straight from the sorts' walks (each run sits at lo in its graph's remembered order)
+        states = _STATE[model]
+        for graph, run, lo in runs:
+            n = len(run)
+            rows += zip(repeat(graph.name), states[graph.name].names[lo : lo + n], range(k, k + n))
+            k += n
+        return rows
+    for graph, run, _lo in _runs(model, top, ge_graph_nodes):
         rows += zip(repeat(graph.name), [n.name for n in run], range(k, k + len(run)))
         k += len(run)
     return rows
