@@ -1,6 +1,6 @@
 """GE's absolutely-no-conflict and absolutely-conflict attribute pairs (reference §4.3). Both are symmetric;
-each row has a name so the report can say which row fired. The same rows are Datalog facts in
-``anchorlog/queries/layout.dl`` (``layout_absolute``)."""
+each row has a name so the report can say which row fired. The absolutely-conflict rows are also the rules' input
+relation ``layout_abs_conflict_row`` of ``anchorlog/queries/layout.dl`` (supplied by ``rules.table_rows``)."""
 
 from __future__ import annotations
 
