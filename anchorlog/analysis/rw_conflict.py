@@ -312,10 +312,13 @@ class RWTypes:
         only what ``InitRWConflictCheck`` reads (:data:`INIT_OUTPUTS`); those facts are not kept for later
         questions (the next one evaluates again)."""
 
+        db = self._fact_db()
         if self._io_rows is None:
             # op input/output names only feed the ref relations; the nodes this pass adds (Identity x -> y) have
-            # none, so the rows stay valid for the whole run
-            self._io_rows = io_name_rows(self.model)
+            # none, so the rows stay valid for the whole run. The named ops are found through the fact database's
+            # node_attr key index when it is the shared one (current with the model): no visit of every node.
+            named = named_ops_from_facts(self.model, db) if self.shared else None
+            self._io_rows = io_name_rows(self.model) if named is None else io_rows_of(named)
         extra: dict[str, list[tuple]] = {
             "io_name": self._io_rows,
             "rwc_ask_out": list(ask_out),
@@ -324,7 +327,6 @@ class RWTypes:
         if self._cache is not None:
             extra["rwc_cached"] = [(1,)]
             extra["rwc_cache_t0"], extra["rwc_cache_in"] = self._cache
-        db = self._fact_db()
         # SQLite always, as the TensorMove pass does with the same rules: the shared fact database is an in-memory
         # SQLite one (DuckDB would copy every table per evaluation for joins over ~1 % of the anchors), and DuckDB
         # rejects rw_types.dl's `V > 0` over the mixed-type attribute value column (special_size)
@@ -476,8 +478,10 @@ class RWTypes:
     # ---------------------------------------------------------------------------------------------- GE's init
     def mark_ref_relations(self, facts: RWFacts) -> None:
         """GE ``MarkRefRelations``: ops with a ref pair (rule ``rw_ref``) get attr ``reference``."""
+        graphs = {g.name: g for g in self.model.graphs}
         for g, n in sorted({(g, n) for g, n, _o, _i in facts.refs}):
-            node = self.model.graph(g).nodes.get(n) if self.model.has_graph(g) else None
+            graph = graphs.get(g)
+            node = graph.nodes.get(n) if graph is not None else None
             if node is not None and not node.attr("reference", False):
                 node.set_attr("reference", True)
 
@@ -880,16 +884,64 @@ def io_name_rows(model: Model, graph_names: dict[str, str] | None = None) -> lis
     feeds the ref pairs (``rw_ref``: an output named like an input) and nothing else, and checking two dict keys
     is far cheaper than decoding every op's name lists."""
     q = graph_names or {}
+    named = [
+        (q.get(g.name, g.name), n)
+        for g in model.graphs
+        for n in g.nodes.values()
+        if INPUT_NAME_KEY in n.attrs and OUTPUT_NAME_KEY in n.attrs
+    ]
+    return io_rows_of(named)
+
+
+def io_rows_of(named: Iterable[tuple[str, Node]]) -> list[tuple[str, str, str, int, str]]:
+    """The ``io_name`` rows of the named ops ``named`` ((graph name, node) pairs, in the order given)."""
     rows: list[tuple[str, str, str, int, str]] = []
-    for g in model.graphs:
-        gq = q.get(g.name, g.name)
-        for n in g.nodes.values():
-            if INPUT_NAME_KEY not in n.attrs or OUTPUT_NAME_KEY not in n.attrs:
-                continue
-            for io in ("in", "out"):
-                for name, i in io_names(n, io).items():
-                    rows.append((gq, n.name, io, int(i), name))
+    for gq, n in named:
+        for io in ("in", "out"):
+            for name, i in io_names(n, io).items():
+                rows.append((gq, n.name, io, int(i), name))
     return rows
+
+
+def named_ops_from_facts(model: Model, db: Any) -> list[tuple[str, Node]] | None:
+    """The ops carrying both name maps (what :func:`io_name_rows` lists), found through the ``node_attr`` key
+    index of ``db`` (a fact database current with ``model``, graphs under their own names) and put in the
+    model's order (graph by graph, then ``node_prop`` position): the same list as :func:`io_name_rows` visits,
+    without a visit of every node. None when the database does not answer for this model (a graph or node it
+    names is not the model's, positions missing or repeated): the caller then visits the nodes."""
+    conn = getattr(db, "conn", db)
+    try:
+        found = conn.execute(
+            'SELECT a."graph", a."node", p."pos" FROM "node_attr" AS a '
+            'LEFT JOIN "node_prop" AS p ON p."graph" = a."graph" AND p."node" = a."node" WHERE a."key" = ?',
+            (INPUT_NAME_KEY,),
+        ).fetchall()
+    except Exception:  # noqa: BLE001 - not a fact database with these tables: visit the nodes instead
+        return None
+    by_graph: dict[str, list[tuple[int, str]]] = {}
+    for g, n, pos in found:
+        if pos is None:
+            return None
+        by_graph.setdefault(g, []).append((pos, n))
+    graphs = {g.name: g for g in model.graphs}
+    if any(g not in graphs for g in by_graph):
+        return None
+    named: list[tuple[str, Node]] = []
+    for g in model.graphs:
+        entries = by_graph.get(g.name)
+        if not entries:
+            continue
+        entries.sort()
+        nodes = g.nodes
+        last = -1
+        for pos, name in entries:
+            n = nodes.get(name)
+            if n is None or pos == last or INPUT_NAME_KEY not in n.attrs:
+                return None
+            last = pos
+            if OUTPUT_NAME_KEY in n.attrs:  # (checked here: a second key look-up in SQL costs more)
+                named.append((g.name, n))
+    return named
 
 
 def rw_types_datalog(model: Model, db: Any = None, *, engine: str = "sqlite") -> Any:
