@@ -31,42 +31,37 @@ REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 
 
-def _load_oracle():
-    """relations.py as of ORACLE_REV, as a module of its own (it imports the current IR, which it reads only)."""
+def git_module(rev: str, path: str, name: str):
+    """The file ``path`` of commit ``rev`` imported as module ``name`` (None without git or the commit); it
+    imports the current package for everything else."""
     try:
-        text = subprocess.run(
-            ["git", "show", f"{ORACLE_REV}:anchorlog/facts/relations.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        text = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None
     import tempfile
 
-    path = os.path.join(tempfile.mkdtemp(prefix="s6_facts_oracle_"), "old_relations.py")
-    with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location("s6_old_relations", path)
+    file = os.path.join(tempfile.mkdtemp(prefix=f"{name}_"), os.path.basename(path))
+    with open(file, "w") as f:
+        f.write(text.stdout)
+    spec = importlib.util.spec_from_file_location(name, file)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["s6_old_relations"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-OLD = _load_oracle()
+OLD = git_module(ORACLE_REV, "anchorlog/facts/relations.py", "s6_old_relations")
 pytestmark = pytest.mark.skipif(OLD is None, reason=f"git show {ORACLE_REV} unavailable (not a git checkout)")
 
 
 def assert_same_tables(model: Model, **kw) -> None:
-    old_t = OLD.tables_from_model(model, **kw)
-    new_t = new.tables_from_model(model, **kw)
-    assert list(old_t) == list(new_t)
-    for rel in old_t:
-        assert new_t[rel] == old_t[rel], rel
-        # same values with the same types (1 and True, 1 and 1.0 are equal but are different facts)
-        assert [tuple(map(type, r)) for r in new_t[rel]] == [tuple(map(type, r)) for r in old_t[rel]], rel
+    """Both derivations' row tuples: the same relations, rows, order and value types (1, 1.0 and True are equal
+    but are different facts)."""
+    tables = OLD.tables_from_model(model, **kw), new.tables_from_model(model, **kw)
+    assert list(tables[0]) == list(tables[1])
+    typed = [{rel: [(r, tuple(map(type, r))) for r in rows] for rel, rows in t.items()} for t in tables]
+    for rel in typed[0]:
+        assert typed[1][rel] == typed[0][rel], rel
 
 
 def assert_same_image(old_db, new_db) -> None:
