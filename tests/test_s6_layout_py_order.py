@@ -199,3 +199,100 @@ def test_generated_model_with_layout_edits_orders_like_the_oracle() -> None:
     new.topological_resort(model, {root.name})
     assert [(n.name, n.id) for n in model.all_nodes()] == oracle_ids != ids
     assert _queries(new, model) == _queries(oracle, model)
+
+
+def _ids(model: Model) -> list[tuple[str, str, int | None]]:
+    return [(g.name, n.name, n.id) for g in model.graphs for n in g.nodes.values()]
+
+
+def _resort_new_first(model: Model, edited: set[str]) -> bool:
+    """Resort with the package first, then with the oracle (which renumbers every node itself): the ids the
+    package leaves (partly kept from its last renumbering) must be those the oracle gives."""
+    try:
+        new.topological_resort(model, edited)
+    except PassFailure:
+        return False
+    ids = _ids(model)
+    oracle.topological_resort(model, edited)
+    assert ids == _ids(model)
+    assert _queries(new, model) == _queries(oracle, model)
+    return True
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_incremental_renumbering_gives_the_oracle_ids(seed: int) -> None:
+    rng = random.Random(seed)
+    model = _random_model(seed)
+    if rng.random() < 0.5:
+        from tests.test_s5_layout_py_resume import _random_graph as resumable
+
+        # larger DAGs without NextIteration (resumed sorts), a NetOutput-like sink, declared inputs
+        model = Model("m", [resumable(rng, "root", rng.randint(5, 80))])
+        for k in range(rng.randint(0, 3)):
+            model.add_graph(resumable(rng, f"sub{k}", rng.randint(0, 10)))
+            owner = rng.choice(list(model.root.nodes.values()))
+            owner.subgraph_names.append(f"sub{k}")
+    if not _both_sorted(model):
+        return
+    for _ in range(rng.randint(1, 6)):
+        for _ in range(rng.randint(1, 3)):
+            _edit(rng, model)
+        edited = {g.name for g in model.graphs if rng.random() < 0.7}
+        if not _resort_new_first(model, edited):
+            return
+
+
+def test_resort_after_late_identities_keeps_the_leading_ids_and_owner_positions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = generate_transformer(layers=3, seed=5)
+    assert _both_sorted(model)
+    root = model.root
+    names = [n.name for n in new.graph_nodes(model, root)]
+    for name in names[-30::6]:
+        node = root.nodes[name]
+        slots = [i for i, a in enumerate(node.inputs) if a is not None]
+        if slots:
+            insert_identity_before(root, (name, slots[0]), name="late")
+    looked_up: list[int] = []
+    real = new._owner_positions
+    monkeypatch.setattr(new, "_owner_positions", lambda nodes, start=0: looked_up.append(start) or real(nodes, start))
+    first = root.nodes[names[0]]
+    assert first.id == 0
+    first.id = -7  # (a marker: a node renumbered again would lose it)
+    new.topological_resort(model, {root.name})
+    assert first.id == -7, "the leading runs were renumbered"
+    assert looked_up and all(start > len(names) // 2 for start in looked_up), looked_up  # only the late part
+    first.id = 0
+    ids = _ids(model)
+    oracle.topological_resort(model, {root.name})
+    assert ids == _ids(model)
+
+
+@pytest.mark.parametrize("owner_at", [30, 46, 47, 48, 49, 60])
+def test_resort_renumbers_right_around_the_resume_point(owner_at: int) -> None:
+    # a chain of 64 nodes (its sort keeps checkpoints at 32, 48, 56, ...); an Identity before node 49 journals
+    # nodes 48 and 49, so the walk resumes at 48; a subgraph owner sits before, at or after that point
+    model = Model("m", [Graph("root")])
+    root = model.root
+    sub = model.add_graph(Graph("sub"))
+    for k in range(3):
+        sub.add_node(Node(f"s{k}", "Const"))
+    names = [f"n{k}" for k in range(64)]
+    root.add_node(Node(names[0], "Data"))
+    for k in range(1, 64):
+        root.add_node(Node(names[k], "Relu"))
+        root.connect(names[k - 1], 0, names[k], 0)
+    root.nodes[names[owner_at]].subgraph_names.append("sub")
+    assert _both_sorted(model)
+    assert [c for c, _ in new._STATE[model]["root"].marks][:2] == [32, 48]
+    insert_identity_before(root, (names[49], 0), name="ident")
+    taken: list[int] = []
+    real = new._resume_dfs
+    new_resume = lambda g, s: (lambda r: taken.append(r[3]) or r)(real(g, s))  # noqa: E731
+    try:
+        new._resume_dfs = new_resume  # type: ignore[assignment]
+        assert _resort_new_first(model, {"root"})
+    finally:
+        new._resume_dfs = real  # type: ignore[assignment]
+    assert taken == [48]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import attrgetter
 
 from anchorlog.errors import PassFailure
@@ -65,7 +65,7 @@ class _SortState:
         stored: list[Node],
         start: list[Node],
         start_types: list[str],
-        marks: list[tuple[int, list[Node]]],
+        marks: list[tuple[int, list[str]]],
     ) -> None:
         self.order = order
         self.names = names  # the names of ``order``'s nodes (the walk's own list: no node is read for them)
@@ -155,7 +155,7 @@ def _dfs_sort(g: Graph, *, remember: bool = True) -> tuple[list[Node], _SortStat
     keep = remember and not nexts
     walked: list[str] = []
     marks = _walk_stack(
-        [n.name for n in start], pending, users_of, ctrl_succ, nodes, walked, _checkpoints(len(nodes)) if keep else []
+        [n.name for n in start], pending, users_of, ctrl_succ, walked, _checkpoints(len(nodes)) if keep else []
     )
     if len(walked) != len(nodes):
         done = set(walked)
@@ -279,36 +279,36 @@ def _walk_stack(
     pending: dict[str, int],
     users_of: _Users,
     ctrl_succ: dict[str, list[str]],
-    nodes: dict[str, Node],
     order: list[str],
     marks: Iterable[int] = (),
-) -> list[tuple[int, list[Node]]]:
+) -> list[tuple[int, list[str]]]:
     """GE's DFS from ``stack`` (node names, top last): pop a node, append its name to ``order``, push the
     successors it makes ready (``pending``: in-edges still waiting, per node) per out anchor in link order
-    (``users_of``), then per control edge (``ctrl_succ``). Returns the stack (as nodes) at each of the positions
-    ``marks`` (ascending) the walk reaches, taken when ``order`` has that many names. Works on names only: the
-    nodes themselves are not read on the way (each would be a memory access of its own)."""
-    snaps: list[tuple[int, list[Node]]] = []
+    (``users_of``, which the walk may change), then per control edge (``ctrl_succ``). Returns the stack at
+    each of the positions ``marks`` (ascending) the walk reaches, taken when ``order`` has that many names.
+    Works on names only: the nodes themselves are not read on the way (each would be a memory access of its
+    own)."""
+    # a producer's control successors follow its data consumers in its list (as (name, -1)): visited in the
+    # same order, one look-up per pop instead of two
+    for src, succ in ctrl_succ.items():
+        if succ:
+            users_of[src] = [*users_of.get(src, ()), *zip(succ, repeat(-1))]
+    # (no walk pops more than the nodes on the stack and those a count can bring to 0)
+    most = len(stack) + len(pending) + 1
+    snaps: list[tuple[int, list[str]]] = []
     for mark in marks:
         if mark > len(order):
-            _pop(stack, pending, users_of, ctrl_succ, order, mark - len(order))
+            _pop(stack, pending, users_of, order, mark - len(order))
             if len(order) != mark:
                 return snaps
         if mark == len(order):
-            snaps.append((mark, list(map(nodes.__getitem__, stack))))
-    _pop(stack, pending, users_of, ctrl_succ, order, -1)
+            snaps.append((mark, stack[:]))
+    _pop(stack, pending, users_of, order, most)
     return snaps
 
 
-def _pop(
-    stack: list[str],
-    pending: dict[str, int],
-    users_of: _Users,
-    ctrl_succ: dict[str, list[str]],
-    order: list[str],
-    budget: int,
-) -> None:
-    """:func:`_walk_stack`'s loop: at most ``budget`` pops (no limit when negative).
+def _pop(stack: list[str], pending: dict[str, int], users_of: _Users, order: list[str], budget: int) -> None:
+    """:func:`_walk_stack`'s loop: at most ``budget`` pops.
 
     A node is pushed when a decrement takes its count from 1 to 0. Counts only go down, so one already at 0
     (pushed, or a source) or below can never be pushed again: a decrement from 0 needs no guard."""
@@ -316,33 +316,27 @@ def _pop(
     pop = stack.pop
     visit = order.append
     users_get = users_of.get
-    succ_get = ctrl_succ.get
-    while stack:
+    for _ in repeat(None, budget):
+        if not stack:
+            return
         name = pop()
         visit(name)
         users = users_get(name)
         if users is not None:
-            # newly ready consumers are pushed per out anchor, each anchor's in link order
+            # newly ready successors are pushed per out anchor in link order, then per control edge
             for dst, _ in users:
                 left = pending[dst] - 1
                 pending[dst] = left
                 if not left:
                     push(dst)
-        succ = succ_get(name)
-        if succ:
-            for dst in succ:
-                left = pending[dst] - 1
-                pending[dst] = left
-                if not left:
-                    push(dst)
-        budget -= 1
-        if budget == 0:
-            return
 
 
-def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[str], list[tuple[int, list[Node]]]] | None:
-    """GE's DFS order of ``g`` now and its checkpoints, resumed from the ``state`` of the last sort (None: not
-    derivable that way; sort in full).
+_Resumed = tuple[list[Node], list[str], list[tuple[int, list[str]]], int]
+
+
+def _resume_dfs(g: Graph, state: _SortState) -> _Resumed | None:
+    """GE's DFS order of ``g`` now, its names, its checkpoints and how many of its first nodes are those of the
+    old order, resumed from the ``state`` of the last sort (None: not derivable that way; sort in full).
 
     The walk is a deterministic function of the start stack, the in-edge counts and the producers' consumer
     lists. The graph's editing methods journal every edit since the sort (``Graph._edge_log``: producers whose
@@ -385,7 +379,7 @@ def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[str], lis
         return None
     if not producers and not changed:
         if len(old) == len(nodes):
-            return list(old), state.names, state.marks
+            return list(old), state.names, state.marks, len(old)
         return None
     start_set = set(state.start)  # (nodes compare by identity)
     kept_of: list[list[str]] = []
@@ -416,7 +410,8 @@ def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[str], lis
         lo = c
         if not existed <= rest_names or any(rest_names.isdisjoint(k) for k in kept_of):
             continue
-        stack = [n for n in snap if nodes.get(n.name) is n]
+        # (a name still there is the same node: a node replaced under its name fails the checks above)
+        stack = [name for name in snap if name in nodes]
         rest = [n for n in old[c:] if nodes.get(n.name) is n]
         if len(stack) != len(snap) or c + len(rest) + len(new_nodes) != len(nodes):
             return None
@@ -425,8 +420,8 @@ def _resume_dfs(g: Graph, state: _SortState) -> tuple[list[Node], list[str], lis
 
 
 def _resume_at(
-    g: Graph, state: _SortState, c: int, stack: list[Node], rest: list[Node], rest_names: set[str]
-) -> tuple[list[Node], list[str], list[tuple[int, list[Node]]]] | None:
+    g: Graph, state: _SortState, c: int, stack: list[str], rest: list[Node], rest_names: set[str]
+) -> _Resumed | None:
     """The walk of :func:`_resume_dfs` from checkpoint ``c`` (``stack`` kept there, ``rest``: the nodes not
     popped before it, ``rest_names`` their names)."""
     nodes = g.nodes
@@ -457,11 +452,10 @@ def _resume_at(
     marks = [m for m in state.marks if m[0] <= c]
     try:
         snaps = _walk_stack(
-            [n.name for n in stack],
+            stack,
             pending,
             users_of,
             ctrl_succ,
-            nodes,
             walked,
             [m - c for m in _checkpoints(len(nodes)) if m > c],
         )
@@ -472,7 +466,7 @@ def _resume_at(
         return None  # a cycle: the full sort reports it
     order = state.order[:c]
     order += map(nodes.__getitem__, walked)
-    return order, state.names[:c] + walked, marks
+    return order, state.names[:c] + walked, marks, c
 
 
 # GE keeps its node list in topological order; our IR keeps the stored (file) order, which is also the
@@ -526,6 +520,8 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
     order = dict(cached)
     states = dict(_STATE.get(model, {}))
     fresh: set[str] = set()
+    # per graph resumed: how many first nodes of its order are those of its last order, and that order
+    kept: dict[str, tuple[int, list[Node]]] = {}
     for g in model.graphs:
         if g.name in names or len(order[g.name]) != len(g.nodes):
             # resumed from the last sort's state where the edits since allow it (the same order, see _resume_dfs)
@@ -542,6 +538,7 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
                     state.start_types,  # type: ignore[union-attr]  (checked unchanged by the resume)
                     resumed[2],
                 )
+                kept[g.name] = (resumed[3], state.order)  # type: ignore[union-attr]
             else:
                 order[g.name], new_state = _dfs_sort(g)
                 if new_state is not None:
@@ -549,27 +546,89 @@ def topological_resort(model: Model, edited: Iterable[str]) -> None:
             fresh.add(g.name)
     _TOPO[model] = order
     _STATE[model] = states
-    _renumber(model, order, fresh)
+    _renumber(model, order, fresh, kept)
 
 
-def _renumber(model: Model, order: dict[str, list[Node]], fresh: set[str]) -> None:
+def _renumber(
+    model: Model, order: dict[str, list[Node]], fresh: set[str], kept: dict[str, tuple[int, list[Node]]] | None = None
+) -> None:
     """``id`` = position in ``GetAllNodes(root)`` (:func:`all_nodes`). A graph sorted just now (named in
     ``fresh``) is walked in its new order as is: that order holds exactly the graph's current nodes, so the
     check :func:`graph_nodes` makes for nodes added or removed since a sort cannot change it. The runs walked
-    are remembered for the order queries that follow (:func:`_sorted_runs`)."""
+    are remembered for the order queries that follow (:func:`_sorted_runs`).
+
+    After a resort (``kept``: per graph resumed, how many first nodes of its order are those of its last order,
+    and that order), the
+    walk and the ids start from the last renumbering of the model (:data:`_NUMBERED`): a graph whose node list
+    is the one walked then keeps its subgraph owners' positions, a resumed graph keeps those in its kept part,
+    and the leading runs equal to those numbered then keep their ids (ids are only ever set here once a model
+    is sorted), so a resort after edits late in a large graph renumbers little."""
 
     def nodes_of(model: Model, g: Graph) -> list[Node]:
         return order[g.name] if g.name in fresh else graph_nodes(model, g)
 
-    runs = _runs(model, model.root, nodes_of)
-    i = 0
-    for _graph, run, _lo in runs:
+    last = _NUMBERED.get(model)
+    if last is not None and (last[0] != model.structure_version or kept is None):
+        last = None
+    owners_then = last[2] if last is not None else {}
+    # per graph resumed whose last order is the list numbered last time: how many first nodes the two share
+    shared: dict[str, int] = {}
+
+    def owners_of(g: Graph, nodes: list[Node]) -> list[int]:
+        then = owners_then.get(g.name)
+        if then is not None:
+            old_nodes, old_owners = then
+            # (list equality compares identities first: the nodes themselves are not read)
+            if old_nodes == nodes:
+                return old_owners
+            c, last_order = kept.get(g.name, (0, None)) if kept else (0, None)
+            if c and (old_nodes is last_order or old_nodes == last_order):
+                shared[g.name] = c
+                return [p for p in old_owners if p < c] + _owner_positions(nodes, c)
+        return _owner_positions(nodes)
+
+    owners: dict[str, tuple[list[Node], list[int]]] = {}
+    runs = _runs(model, model.root, nodes_of, owners_of, owners)
+    same = 0
+    if last is not None:
+        # the leading runs numbered last time, unchanged: their nodes hold these ids already
+        for then, now in zip(last[1], runs):
+            if then[0] is not now[0] or then[1] != now[1]:
+                break
+            same += 1
+    i = sum(len(run) for _graph, run, _lo in runs[:same])
+    skip = 0
+    if last is not None and same < min(len(runs), len(last[1])):
+        # the first run that changed: when its graph was resumed, its nodes before the resume point are at
+        # the same places as in the run numbered last time (the owners there, hence the run's start, are kept)
+        graph, run, lo = runs[same]
+        then = last[1][same]
+        if then[0] is graph and then[2] == lo and shared.get(graph.name, 0) > lo:
+            skip = min(shared[graph.name] - lo, len(run), len(then[1]))
+    for _graph, run, _lo in runs[same:]:
         # n.id = i, i + 1, ... over the run, in C (a Python loop was most of the renumbering's cost)
-        deque(map(setattr, run, repeat("id"), range(i, i + len(run))), maxlen=0)
+        if skip:
+            deque(map(setattr, islice(run, skip, None), repeat("id"), range(i + skip, i + len(run))), maxlen=0)
+            skip = 0
+        else:
+            deque(map(setattr, run, repeat("id"), range(i, i + len(run))), maxlen=0)
         i += len(run)
+    _NUMBERED[model] = (model.structure_version, runs, owners)
     if _as_sorted(model) is order:
         # (every graph's op list is its order just sorted or kept: the runs are those graph_nodes gives)
         _RUNS[model] = (order, model.structure_version, {model.root.name: runs})
+
+
+def _owner_positions(nodes: list[Node], start: int = 0) -> list[int]:
+    """The positions in ``nodes`` (from ``start``) of the nodes owning subgraphs."""
+    return list(compress(range(start, len(nodes)), map(_SUBGRAPHS, islice(nodes, start, None))))
+
+
+# per model: what its last renumbering walked: the subgraph structure version, the runs (their nodes hold
+# the ids given then) and per graph walked, its node list and the positions of the subgraph owners in it
+_NUMBERED: weakref.WeakKeyDictionary[
+    Model, tuple[int, list[tuple[Graph, list[Node], int]], dict[str, tuple[list[Node], list[int]]]]
+] = weakref.WeakKeyDictionary()
 
 
 _Run = tuple[Graph, list[Node], int]
@@ -646,12 +705,20 @@ def all_nodes(model: Model, g: Graph) -> list[Node]:
     return out
 
 
-def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node]]) -> list[_Run]:
+def _runs(
+    model: Model,
+    top: Graph,
+    nodes_of: Callable[[Model, Graph], list[Node]],
+    owners_of: Callable[[Graph, list[Node]], list[int]] | None = None,
+    owners: dict[str, tuple[list[Node], list[int]]] | None = None,
+) -> list[_Run]:
     """``GetAllNodes`` from ``top`` as runs of consecutive nodes of one graph, each graph's direct nodes in the
     order ``nodes_of`` gives: a run ends at a node owning subgraphs, whose subgraphs' runs follow (first
     subgraph first, recursively; a graph is walked once). Each run as ``(graph, nodes, lo)``: ``lo`` is the
     position of its first node in ``nodes_of(graph)``. Runs instead of one ``(graph, node)`` pair per node:
-    no container per node is built. Do not modify the lists."""
+    no container per node is built. Do not modify the lists. ``owners_of(graph, nodes)``: the positions of
+    the nodes owning subgraphs (default: looked up); ``owners`` gets each graph walked: its nodes and those
+    positions."""
     out: list[_Run] = []
     seen: set[str] = set()
     graphs = {x.name: x for x in model.graphs}
@@ -661,8 +728,11 @@ def _runs(model: Model, top: Graph, nodes_of: Callable[[Model, Graph], list[Node
             return
         seen.add(graph.name)
         nodes = nodes_of(model, graph)
+        at = owners_of(graph, nodes) if owners_of is not None else _owner_positions(nodes)
+        if owners is not None:
+            owners[graph.name] = (nodes, at)
         start = 0
-        for i in compress(range(len(nodes)), map(_SUBGRAPHS, nodes)):  # the nodes owning subgraphs
+        for i in at:  # the nodes owning subgraphs
             out.append((graph, nodes[start : i + 1], start))
             start = i + 1
             for s in nodes[i].subgraph_names:
