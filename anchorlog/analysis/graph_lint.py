@@ -49,13 +49,12 @@ def lint_named_demand(model: Model, conn: sqlite3.Connection) -> set[tuple[str, 
     more consumer edges, and consumers of a Data in a subgraph (their types become the wrapper's). Every other
     op has GE's default names, whose types the rules know without rows. The named ops are read from the fact
     database ``conn`` (``node_attr`` by its key index: no walk over every node)."""
-    named: dict[str, list[str]] = {}
-    for g, n in conn.execute(
-        'SELECT "graph", "node" FROM "node_attr" WHERE "key" = ? UNION SELECT "graph", "node" FROM "node_attr" '
-        'WHERE "key" = ?',
-        (INPUT_NAME_KEY, OUTPUT_NAME_KEY),
-    ):
-        named.setdefault(g, []).append(n)
+    # one index search per key, merged here (a UNION in SQL sorts both lists to drop the repeats); the result is a
+    # set, so the order the ops are looked at in does not matter
+    named: dict[str, dict[str, None]] = {}
+    for key in (INPUT_NAME_KEY, OUTPUT_NAME_KEY):
+        for g, n in conn.execute('SELECT "graph", "node" FROM "node_attr" WHERE "key" = ?', (key,)):
+            named.setdefault(g, {})[n] = None
     keep: set[tuple[str, str]] = set()
     if not named:
         return keep
@@ -66,13 +65,15 @@ def lint_named_demand(model: Model, conn: sqlite3.Connection) -> set[tuple[str, 
             continue
         in_subgraph = g is not root
         nodes = g.nodes
+        consumers = g.consumers
         for name in names:
             n = nodes.get(name)
             for a in n.inputs if n is not None else ():
                 if a is None:
                     continue
-                src = nodes.get(a[0])
-                if (in_subgraph and src is not None and src.type == "Data") or len(g.consumers(a[0], a[1])) >= 2:
+                if len(consumers(a[0], a[1])) >= 2 or (
+                    in_subgraph and (src := nodes.get(a[0])) is not None and src.type == "Data"
+                ):
                     keep.add((g.name, name))
                     break
     return keep
