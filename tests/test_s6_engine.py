@@ -214,3 +214,29 @@ def _strip(o):
     if isinstance(o, list):
         return [_strip(v) for v in o]
     return o
+
+
+def test_lookup_of_a_fact_table_without_a_serving_index_runs() -> None:
+    """A join that looks a fact table up by columns none of its indexes starts with (here `t` by `b`, its index is
+    on `a`): the engine tried to make a TEMP index on the main table and SQLite rejected the statement. Now the
+    statement runs with SQLite's automatic index; the rows are those of a plain evaluation."""
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE t (a TEXT, b TEXT)")
+    c.execute("CREATE INDEX t_a ON t (a)")
+    c.executemany("INSERT INTO t VALUES (?, ?)", [(f"x{i}", f"y{i % 50}") for i in range(200)])
+    text = """
+    .decl q(y: symbol)
+    .input q
+    .decl p(x: symbol, y: symbol)
+    .output p
+    p(X, Y) :- q(Y), t(X, Y).
+    .decl n(y: symbol)
+    .output n
+    n(Y) :- q(Y), !t(_, Y).
+    """
+    res = Program.from_text(text).run(c, extra={"q": [("y1",), ("y2",), ("zz",)]})
+    expected = {(f"x{i}", f"y{i % 50}") for i in range(200) if i % 50 in (1, 2)}
+    assert set(res.rows("p")) == expected and len(res.rows("p")) == len(expected)
+    assert res.rows("n") == [("zz",)]
+    pyd = Program.from_text(text).run(c, engine="pydatalog", extra={"q": [("y1",), ("y2",), ("zz",)]})
+    assert set(pyd.rows("p")) == expected

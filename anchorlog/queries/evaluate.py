@@ -592,11 +592,13 @@ class SQLEvaluation:
         for rel, cols in needs:
             ref = self.refs[rel]
             if ref.sql.startswith("main."):
-                if self._db_has_index(rel, cols):
-                    continue
-                if self._small(rel):
-                    continue
-            elif self._small(rel):
+                # a fact table is only read: without an index of its own that serves the lookup, SQLite's automatic
+                # index for the statement does (a TEMP index cannot be made on a main table). Its size is read all
+                # the same, as before (join orders break ties by the sizes known).
+                if not self._db_has_index(rel, cols):
+                    self._small(rel)
+                continue
+            if self._small(rel):
                 continue
             self.create_index(rel, ref.sql, cols)
 
