@@ -37,7 +37,10 @@ _MEMO_LIMIT = 64  # per program: cached type inferences / SQL layouts (distinct 
 _AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
 _SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an index
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
-_DISTINCT_BY_PROOF = True  # rules proven to derive no tuple twice run without DISTINCT (False: every rule DISTINCT)
+# Rules proven to derive no tuple twice may run without DISTINCT (see _needs_distinct). Off: SQLite plans a
+# DISTINCT query differently (it prefers an index that yields the rows in order, e.g. a scan of a unique index
+# instead of the table), so the rows come in another order without it, and callers read rule results in order.
+_DISTINCT_BY_PROOF = False
 _COVERING_MAX_COLUMNS = 4  # work tables up to this wide get covering lookup indexes (see create_index)
 
 
@@ -715,7 +718,8 @@ class SQLEvaluation:
     # -- tables that hold no tuple twice: rules that need no DISTINCT (SQLite) ------------------------------
     # A DISTINCT costs a temporary B-tree insert per row. A rule whose head names every argument of its positive
     # atoms (`_injective_head`) derives each tuple once when every table it reads holds each tuple once; then its
-    # SELECT goes without DISTINCT (SQLite's DISTINCT only filters, so the rows and their order are the same).
+    # SELECT may go without DISTINCT (same rows; with _DISTINCT_BY_PROOF, off by default: the order can differ,
+    # see there). A result read from such a table needs no de-duplication in Python either (always used).
     def _column_affinity(self, rel: str, k: int) -> str:
         affs = self._affinities.get(rel)
         if affs is None:
