@@ -1087,7 +1087,9 @@ class SQLEvaluation:
                         f"INSERT OR IGNORE INTO {new[rel]} {self.not_known(sql, rel, self.refs[rel].sql)}"
                     )
             for rel in members:
-                self.exe(f"INSERT INTO {self.refs[rel].sql} SELECT * FROM {new[rel]}")
+                n = self.exe(f"INSERT INTO {self.refs[rel].sql} SELECT * FROM {new[rel]}")
+                if rel in self._inserted:  # the size the later strata see counts every round, not the first alone
+                    self._inserted[rel] += n
                 self.exe(f"DELETE FROM {delta[rel]}")
             cur = 1 - cur
             if self.dry_run:
