@@ -37,10 +37,6 @@ _MEMO_LIMIT = 64  # per program: cached type inferences / SQL layouts (distinct 
 _AFFINITY_CLASS: dict[str, type] = {"TEXT": str, "INTEGER": int, "REAL": float}
 _SMALL_RELATION = 64  # rows below which a lookup scans instead of getting an index
 _COMPOUND_CHUNK = 100  # SQLite caps compound SELECTs at 500 terms
-# Rules proven to derive no tuple twice may run without DISTINCT (see _needs_distinct). Off: SQLite plans a
-# DISTINCT query differently (it prefers an index that yields the rows in order, e.g. a scan of a unique index
-# instead of the table), so the rows come in another order without it, and callers read rule results in order.
-_DISTINCT_BY_PROOF = False
 _COVERING_MAX_COLUMNS = 4  # work tables up to this wide get covering lookup indexes (see create_index)
 
 
@@ -97,17 +93,6 @@ def _term_values(t: Any, var_values: dict[str, str]) -> str:
     if isinstance(t, Aggregate):
         return "num" if t.func in ("count", "sum") else "other"
     return "other"
-
-
-def _injective_head(rule: Any) -> bool:
-    """True when distinct combinations of body tuples give distinct head tuples: every argument of every positive
-    body atom is a constant or a variable of the head, so each atom's tuple can be read back from the head tuple.
-    Over tables that hold no tuple twice such a rule derives no tuple twice and needs no DISTINCT."""
-    head_vars = {a.name for a in rule.head.args if isinstance(a, Var)}
-    atoms = [lit for lit in rule.body if isinstance(lit, Atom)]
-    return bool(atoms) and all(
-        isinstance(t, Const) or (isinstance(t, Var) and t.name in head_vars) for a in atoms for t in a.args
-    )
 
 
 def _program_memo(program: Program, kind: str) -> dict:
@@ -715,11 +700,11 @@ class SQLEvaluation:
             return
         self._union_insert(rel, selects, self._seeded(rel))
 
-    # -- tables that hold no tuple twice: rules that need no DISTINCT (SQLite) ------------------------------
-    # A DISTINCT costs a temporary B-tree insert per row. A rule whose head names every argument of its positive
-    # atoms (`_injective_head`) derives each tuple once when every table it reads holds each tuple once; then its
-    # SELECT may go without DISTINCT (same rows; with _DISTINCT_BY_PROOF, off by default: the order can differ,
-    # see there). A result read from such a table needs no de-duplication in Python either (always used).
+    # -- tables that hold no tuple twice (SQLite) -----------------------------------------------------------
+    # A result read from a table known to hold each tuple once needs no de-duplication in Python. (Rules keep
+    # their DISTINCT even where a proof shows it removes nothing: without it SQLite may plan the query another way,
+    # e.g. scan a table instead of its unique index, and return the rows in another order; callers read rule
+    # results in order. Session 6 tried it: commits 669ebd9, 5ee8b5e.)
     def _column_affinity(self, rel: str, k: int) -> str:
         affs = self._affinities.get(rel)
         if affs is None:
@@ -800,20 +785,6 @@ class SQLEvaluation:
             self._set_memo[rel] = known
         return known
 
-    def _needs_distinct(self, r: Any) -> bool:
-        """False when rule `r`, evaluated once over finished relations, derives no tuple twice (see above)."""
-        if self.engine != "sqlite" or self.dry_run or not _DISTINCT_BY_PROOF:
-            return True
-        cache = self.p.__dict__.setdefault("_al_injective", {})
-        inj = cache.get(id(r))
-        if inj is None:
-            inj = cache[id(r)] = _injective_head(r)
-        if not inj or not all(self._stored_set(lit.rel) for lit in r.body if isinstance(lit, Atom)):
-            return True
-        # a variable joining columns of different affinities compares with conversions ('01' = 1): one head value
-        # could then meet two tuples of a table
-        return any(len(affs) > 1 for affs in self._var_affinities(r).values())
-
     # -- join order from relation sizes (SQLite) -----------------------------------------------------------
     def relation_size(self, rel: str) -> int:
         """Row count of a relation's current table (cached until the relation's stratum writes it)."""
@@ -828,7 +799,7 @@ class SQLEvaluation:
         work tables and, guessing, may scan a large table per row of another: quadratic on big graphs."""
         atoms = [i for i, lit in enumerate(r.body) if isinstance(lit, Atom)]
         if self.engine != "sqlite" or self.dry_run or len(atoms) < 2:
-            return self.select_sql(r, cols, distinct=self._needs_distinct(r))
+            return self.select_sql(r, cols)
 
         def expected_rows(i: int) -> float:
             atom = r.body[i]
@@ -838,7 +809,7 @@ class SQLEvaluation:
         first = min(atoms, key=lambda i: (expected_rows(i), atoms.index(i)))
         order = self.order(r, first)
         self.ensure_lookup_indexes(self.needs_bound(r, order))
-        return self.select_sql(r, cols, None, order, forced=True, distinct=self._needs_distinct(r))
+        return self.select_sql(r, cols, None, order, forced=True)
 
     def eval_cte(self, s: Stratum, rules: list) -> None:
         if self.engine == "sqlite" and not self.dry_run and self._linear_rounds(s, rules):
