@@ -501,11 +501,6 @@ def ref_from_input(index: ModelIndex, graph: Graph, node: Node, out_idx: int) ->
 Tables = dict[str, list[tuple]]
 
 
-def empty_tables() -> dict[str, list[Any]]:
-    """An empty list per relation: to hold row tuples (:data:`Tables`)."""
-    return {rel: [] for rel in SCHEMA}
-
-
 class FlatTables(dict[str, list[Any]]):
     """The rows of the per-graph relations (all but ``op_class``) as the derivation builds them and the bulk
     insert binds them, with no row tuples made: per relation one flat list of values laid row after row in
