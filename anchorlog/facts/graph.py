@@ -200,6 +200,8 @@ class Node(_AttrMixin):
     input_desc: list[TensorDesc] = field(default_factory=list)
     output_desc: list[TensorDesc] = field(default_factory=list)
     subgraph_names: list[str] = field(default_factory=list)
+    # GE's topological id. Once a model is sorted, anchorlog.analysis.order alone renumbers it: a resort keeps the
+    # ids of the leading nodes it did not move, so an id set elsewhere in between would stay as set.
     id: int | None = None
     stream_id: int | None = None
     # Other OpDef fields that were set (input_name, src_name, workspace, is_input_const, attr_groups,
@@ -495,7 +497,9 @@ class Model(_AttrMixin):
         self.other: dict[str, Any] = {}
         self.extra: list[Any] = []
         self.source: str | None = None  # file it was read from, for messages
-        # Bumped when graphs are added or removed (subgraph structure changed: facts need a full re-derive).
+        # Bumped when graphs are added or removed (subgraph structure changed: facts need a full re-derive). Attach or
+        # detach a subgraph (a node's subgraph_names) only together with add_graph / remove_graph: the shared facts
+        # and anchorlog.analysis.order's remembered GetAllNodes runs are keyed on this number.
         self.structure_version = 0
         for g in graphs:
             self.add_graph(g)
