@@ -13,14 +13,17 @@ from anchorlog.queries import Program
 from anchorlog.queries import evaluate as ev
 
 
-def evaluate(text: str, conn: sqlite3.Connection, extra: dict | None = None) -> tuple[dict, dict]:
-    """Rows of every output relation (in the engine's order) and, per relation read or derived by a rule, whether
-    its table is known to hold each tuple once (the decision of the finished evaluation)."""
+def evaluate(
+    text: str, conn: sqlite3.Connection, extra: dict | None = None, tables: tuple[str, ...] = ()
+) -> tuple[dict, dict]:
+    """Rows of every output relation (in the engine's order) and, per relation derived by a rule, given as
+    ``extra`` or named in ``tables`` (fact tables), whether its table is known to hold each tuple once (the
+    decision of the finished evaluation)."""
     prog = Program.from_text(text)
     e = ev.SQLEvaluation(prog, conn, "sqlite", {k: [tuple(r) for r in v] for k, v in (extra or {}).items()})
     res = e.run(prog.outputs)
     stored = {r.head.rel: e._stored_set(r.head.rel) for r in prog.ast.rules if r.body}
-    stored.update({rel: e._stored_set(rel) for rel in (extra or {})})
+    stored.update({rel: e._stored_set(rel) for rel in (*(extra or {}), *tables)})
     rows = {rel: res.rows(rel, sort=False) for rel in prog.outputs}
     for rel, got in rows.items():  # a read that skipped the de-duplication found no tuple twice
         assert len(got) == len(set(got)), rel
@@ -71,14 +74,10 @@ def test_fact_table_rows_may_repeat_derived_ones_do_not() -> None:
     .output two
     two(S, D, E) :- edge(S, D), edge(D, E).
     """
-    c = fact_table_with_repeats()
-    prog = Program.from_text(text)
-    e = ev.SQLEvaluation(prog, c, "sqlite", {})
-    res = e.run(prog.outputs)
-    assert res.rows("out") == [("a", "b"), ("b", "c")]
-    assert res.rows("two") == [("a", "b", "c")]
-    assert e._stored_set("edge") is False
-    assert e._stored_set("out") is True and e._stored_set("two") is True
+    rows, stored = evaluate(text, fact_table_with_repeats(), tables=("edge",))
+    assert rows["out"] == [("a", "b"), ("b", "c")]
+    assert rows["two"] == [("a", "b", "c")]
+    assert stored == {"edge": False, "out": True, "two": True}
 
 
 def untyped_values() -> sqlite3.Connection:
