@@ -45,15 +45,9 @@ def test_rows_found_in_rounds_reach_later_strata(engine, kw):
         pytest.importorskip("pyDatalog")
     res = Program.from_text(PROGRAM).run(sqlite3.connect(":memory:"), engine=engine, **kw)
     assert sorted(res.rows("r")) == [(1, 3), (2, 4), (3, 5)]
-    if engine != "pydatalog":
-        assert res.rows("n") == [(3,)]
+    assert res.rows("n") == [(3,)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pyDatalog resolves the whole program top-down: a count over a relation of a mutually recursive "
-    "pair sees none of its rows (the backend would have to evaluate stratum by stratum)",
-)
 def test_pydatalog_count_over_a_mutually_recursive_relation():
     pytest.importorskip("pyDatalog")
     res = Program.from_text(PROGRAM).run(sqlite3.connect(":memory:"), engine="pydatalog")

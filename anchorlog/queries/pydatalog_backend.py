@@ -9,6 +9,8 @@ would count distinct values), `min`/`max` use `min_`/`max_`; an empty count/sum 
 a negated "exists" helper. Integer division is Python's `//` (floors where SQL truncates towards zero).
 Not expressible here (raise RuleError with kind "unsupported"): string functors other than `cat`, bitwise and
 logical operators, `contains`/`match`, `mean`.
+Evaluation goes stratum by stratum (the program's strata, dependencies first): pyDatalog holds one stratum's
+clauses at a time, with the relations it reads from outside asserted as plain facts.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from anchorlog.errors import AnchorlogError
 
-from .analysis import rule_error
+from .analysis import all_atoms, rule_error
 from .syntax import (
     Aggregate,
     Atom,
@@ -331,40 +333,73 @@ def translate(program: Program) -> list[str]:
     return t.helpers + clauses
 
 
+def translate_strata(program: Program) -> list[list[str]]:
+    """The program as pyDatalog clauses, one list per stratum (dependencies first; each stratum's aggregate
+    helper clauses before its rules)."""
+    t = _Translator()
+    out: list[list[str]] = []
+    for s in program.strata:
+        start = len(t.helpers)
+        clauses: list[str] = []
+        for r in s.rules:
+            clauses += t.rule(r)
+        out.append(t.helpers[start:] + clauses)
+    return out
+
+
+def _assert_rows(pyDatalog: Any, rel: str, n: int, rows: list[tuple]) -> None:
+    """Make `rel` a relation of plain facts; an empty one is still made known (see _evaluate)."""
+    p = pred(rel)
+    for row in rows:
+        pyDatalog.assert_fact(p, *(row if row else (1,)))
+    if not rows:
+        placeholder = tuple(f"__anchorlog_none_{i}" for i in range(n)) or (1,)
+        pyDatalog.assert_fact(p, *placeholder)
+        pyDatalog.retract_fact(p, *placeholder)
+
+
+def _ask(pyDatalog: Any, rel: str, n: int) -> list[tuple]:
+    vs = ", ".join(f"Q{i}" for i in range(n)) if n else "1"
+    try:
+        ans = pyDatalog.ask(f"{pred(rel)}({vs})")
+    except AttributeError:  # "Predicate without definition": no fact, no rule
+        ans = None
+    rows = list(ans.answers) if ans is not None else []
+    if n == 0:
+        return [()] if rows or _nullary_true(pyDatalog, rel) else []
+    return list(dict.fromkeys(tuple(r) for r in rows))
+
+
 def _evaluate(program: Program, inputs: dict[str, list[tuple]], wanted: list[str]) -> dict[str, list[tuple]]:
+    """Stratum by stratum, dependencies first: pyDatalog holds only the current stratum's clauses, and every
+    relation it reads from outside (inputs, relations of earlier strata) as plain facts. pyDatalog resolving
+    the whole program top-down lets an aggregate over a relation of a recursive component miss its rows."""
     from pyDatalog import pyDatalog
 
+    arity = program.arity
+    per_stratum = translate_strata(program)
+    known: dict[str, list[tuple]] = {rel: list(dict.fromkeys(rows)) for rel, rows in inputs.items()}
     pyDatalog.clear()
     try:
-        clauses = translate(program)
-        for rel, rows in inputs.items():
-            p = pred(rel)
-            for row in rows:
-                pyDatalog.assert_fact(p, *(row if row else (1,)))
-        # pyDatalog fails every negated literal over a predicate it has never seen (no fact, no clause yet):
-        # make each still-empty relation known by asserting and retracting one placeholder row.
-        for rel, n in program.arity.items():
-            if not inputs.get(rel):
-                placeholder = tuple(f"__anchorlog_none_{i}" for i in range(n)) or (1,)
-                pyDatalog.assert_fact(pred(rel), *placeholder)
-                pyDatalog.retract_fact(pred(rel), *placeholder)
-        try:
-            pyDatalog.load("\n".join(clauses))
-        except Exception as e:  # noqa: BLE001 - pyDatalog raises bare exceptions for what it cannot parse
-            raise AnchorlogError(f"pyDatalog rejected the translated program: {e}") from None
-        out: dict[str, list[tuple]] = {}
-        for rel in wanted:
-            n = program.arity[rel]
-            vs = ", ".join(f"Q{i}" for i in range(n)) if n else "1"
+        for s, clauses in zip(program.strata, per_stratum):
+            members = set(s.relations)
+            read: list[str] = []
+            for r in s.rules:
+                for atom, _ in all_atoms(r):
+                    if atom.rel not in members and atom.rel not in read:
+                        read.append(atom.rel)
+            # pyDatalog fails every negated literal over a predicate it has never seen (no fact, no clause yet):
+            # each still-empty relation is made known by asserting and retracting one placeholder row.
+            for rel in s.relations + read:
+                _assert_rows(pyDatalog, rel, arity[rel], known.get(rel, []))
             try:
-                ans = pyDatalog.ask(f"{pred(rel)}({vs})")
-            except AttributeError:  # "Predicate without definition": no fact, no rule
-                ans = None
-            rows = list(ans.answers) if ans is not None else []
-            if n == 0:
-                rows = [()] if rows or _nullary_true(pyDatalog, rel) else []
-            out[rel] = list(dict.fromkeys(tuple(r) for r in rows))
-        return out
+                pyDatalog.load("\n".join(clauses))
+            except Exception as e:  # noqa: BLE001 - pyDatalog raises bare exceptions for what it cannot parse
+                raise AnchorlogError(f"pyDatalog rejected the translated program: {e}") from None
+            for rel in s.relations:
+                known[rel] = _ask(pyDatalog, rel, arity[rel])
+            pyDatalog.clear()
+        return {rel: list(known.get(rel, [])) for rel in wanted}
     finally:
         pyDatalog.clear()
 
@@ -392,8 +427,6 @@ def gather_inputs(program: Program, conn: sqlite3.Connection, extra: dict[str, l
     idb = set(program.idb)
     inputs: dict[str, list[tuple]] = {}
     first: dict[str, object] = {}
-    from .analysis import all_atoms
-
     for r in program.ast.rules:
         for atom, _ in all_atoms(r):
             first.setdefault(atom.rel, atom.place)
