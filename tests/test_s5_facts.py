@@ -7,10 +7,7 @@ random builder graphs with unusual descriptor attributes, relation subsets, and 
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,40 +17,16 @@ from anchorlog.facts import relations as new
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Attr, AttrList, Model, TensorDesc
+from tests.oracles.git_rev import git_module
 from tests.shared_paths import SHARED
 from tests.test_facts_invariants import random_models
 
 ORACLE_REV = "b9e97a1"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 
 
-def _load_oracle():
-    """relations.py as of ORACLE_REV, as a module of its own (it imports the current IR, which it reads only)."""
-    try:
-        text = subprocess.run(
-            ["git", "show", f"{ORACLE_REV}:anchorlog/facts/relations.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    import tempfile
-
-    path = os.path.join(tempfile.mkdtemp(prefix="s5_facts_oracle_"), "old_relations.py")
-    with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location("s5_old_relations", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["s5_old_relations"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-OLD = _load_oracle()
+OLD = git_module(ORACLE_REV, "anchorlog/facts/relations.py", "s5_old_relations")
 pytestmark = pytest.mark.skipif(OLD is None, reason=f"git show {ORACLE_REV} unavailable (not a git checkout)")
 
 
@@ -174,12 +147,9 @@ def test_random_models_with_odd_descriptors_give_the_old_rows(model):
     assert_same_tables(model, relations=["ref_io"])
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(models_with_odd_descriptors(), st.data())
-def test_refresh_after_an_edit_gives_the_old_rows(model, data):
-    """Both databases refreshed after the same edit (the refresh derives through the flat tables too)."""
-    old_db = OLD.FactDB.from_model(model)
-    new_db = new.FactDB.from_model(model)
+def edit_some_nodes(model: Model, data: st.DataObject) -> set[str]:
+    """A drawn edit of the root graph: a few nodes get a new attribute value and output descriptor, and the last
+    node goes when nothing reads it. Returns the names touched (removed ones included)."""
     g = model.root
     names = list(g.nodes)
     touched = set(data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
@@ -193,6 +163,17 @@ def test_refresh_after_an_edit_gives_the_old_rows(model, data):
         if not g.node(victim).subgraph_names and not any(g.consumers(victim, o) for o in range(4)):
             g.remove_node(victim)
             touched.add(victim)
+    return touched
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models_with_odd_descriptors(), st.data())
+def test_refresh_after_an_edit_gives_the_old_rows(model, data):
+    """Both databases refreshed after the same edit (the refresh derives through the flat tables too)."""
+    old_db = OLD.FactDB.from_model(model)
+    new_db = new.FactDB.from_model(model)
+    g = model.root
+    touched = edit_some_nodes(model, data)
     try:
         old_db.refresh_nodes(g, touched, model)
         new_db.refresh_nodes(g, touched, model)

@@ -8,12 +8,7 @@ do not resolve in the IR (the full visit then)."""
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
-import subprocess
-import sys
-import tempfile
-from types import ModuleType
 
 import pytest
 
@@ -27,35 +22,18 @@ from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
 from anchorlog.facts.graph import Model
 from anchorlog.facts.relations import FactDB
+from tests.oracles.git_rev import git_module
 from tests.shared_paths import SHARED
 
 ORACLE_REV = "b9e97a1"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
 
 
-def _load(rel_path: str, module_name: str) -> ModuleType | None:
-    """``rel_path`` as of ORACLE_REV as module ``module_name`` (a dotted name inside its package resolves the
-    file's relative imports against the current package)."""
-    try:
-        text = subprocess.run(
-            ["git", "show", f"{ORACLE_REV}:{rel_path}"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    path = os.path.join(tempfile.mkdtemp(prefix="s5_modelindex_oracle_"), os.path.basename(rel_path))
-    with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-OLD_RELATIONS = _load("anchorlog/facts/relations.py", "s5c_old_relations")
-OLD_RULES = _load("anchorlog/analysis/layout_conflict/rules.py", "anchorlog.analysis.layout_conflict._s5c_old_rules")
+OLD_RELATIONS = git_module(ORACLE_REV, "anchorlog/facts/relations.py", "s5c_old_relations")
+OLD_RULES = git_module(
+    ORACLE_REV, "anchorlog/analysis/layout_conflict/rules.py", "anchorlog.analysis.layout_conflict._s5c_old_rules"
+)
 pytestmark = pytest.mark.skipif(
     OLD_RELATIONS is None or OLD_RULES is None, reason=f"git show {ORACLE_REV} unavailable (not a git checkout)"
 )

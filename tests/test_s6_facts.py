@@ -9,10 +9,7 @@ descriptors, refreshes and rebuilds after edits, and synthetic runs around the b
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,33 +18,14 @@ from hypothesis import strategies as st
 from anchorlog.facts import relations as new
 from anchorlog.facts.ge_io import read_model
 from anchorlog.facts.generate import generate_transformer
-from anchorlog.facts.graph import Model, TensorDesc
+from anchorlog.facts.graph import Model
+from tests.oracles.git_rev import git_module
 from tests.shared_paths import SHARED
-from tests.test_s5_facts import models_with_odd_descriptors
+from tests.test_s5_facts import edit_some_nodes, models_with_odd_descriptors
 
 ORACLE_REV = "358f18b"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL_GRAPHS = sorted(glob.glob(os.path.join(SHARED, "real-graphs", "*.txt")))
 CONFORMANCE_MODELS = sorted(glob.glob(os.path.join(SHARED, "conformance", "cases", "*", "model.pbtxt")))
-
-
-def git_module(rev: str, path: str, name: str):
-    """The file ``path`` of commit ``rev`` imported as module ``name`` (None without git or the commit); it
-    imports the current package for everything else."""
-    try:
-        text = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    import tempfile
-
-    file = os.path.join(tempfile.mkdtemp(prefix=f"{name}_"), os.path.basename(path))
-    with open(file, "w") as f:
-        f.write(text.stdout)
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 OLD = git_module(ORACLE_REV, "anchorlog/facts/relations.py", "s6_old_relations")
@@ -198,18 +176,7 @@ def test_refresh_and_rebuild_after_an_edit_give_the_old_database(model, data):
     old_db = OLD.FactDB.from_model(model)
     new_db = new.FactDB.from_model(model)
     g = model.root
-    names = list(g.nodes)
-    touched = set(data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
-    for n in touched:
-        node = g.node(n)
-        node.set_attr("reference", data.draw(st.booleans()))
-        if node.output_desc:
-            node.output_desc[0] = TensorDesc(dtype="DT_INT32", shape=[4], layout="ND")
-    if data.draw(st.booleans()) and len(names) > 1:
-        victim = names[-1]
-        if not g.node(victim).subgraph_names and not any(g.consumers(victim, o) for o in range(4)):
-            g.remove_node(victim)
-            touched.add(victim)
+    touched = edit_some_nodes(model, data)
     try:
         old_db.refresh_nodes(g, touched, model)
         new_db.refresh_nodes(g, touched, model)
